@@ -1,0 +1,379 @@
+//! Aliases: every name a space is known by besides its stable id.
+//!
+//! Names, full names, web URLs, git remotes, keys, slugs, paths and host ids
+//! change over a space's life. They are stored with their history and looked
+//! up in a normalised form, so that every common spelling of the same thing
+//! meets one row: `https://github.com/Acme/Repo.git`,
+//! `git@github.com:acme/repo.git` and `ssh://git@github.com/acme/repo` all
+//! normalise to `github.com/acme/repo`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DomainError, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AliasKind {
+    /// A short display name (`Hello-World`).
+    Name,
+    /// `owner/name` as the platform prints it.
+    FullName,
+    /// The page a person opens in a browser.
+    WebUrl,
+    /// A clone URL in any of its spellings.
+    GitRemote,
+    /// A project key (Jira `PAY`, Bitbucket `PROJ`).
+    Key,
+    /// A URL slug (Bitbucket repo slug).
+    Slug,
+    /// A path inside a container (Drive folder path).
+    Path,
+    /// A second, opaque platform id (GitHub `node_id`): case-sensitive.
+    HostId,
+}
+
+impl AliasKind {
+    pub const ALL: [AliasKind; 8] = [
+        AliasKind::Name,
+        AliasKind::FullName,
+        AliasKind::WebUrl,
+        AliasKind::GitRemote,
+        AliasKind::Key,
+        AliasKind::Slug,
+        AliasKind::Path,
+        AliasKind::HostId,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AliasKind::Name => "name",
+            AliasKind::FullName => "full-name",
+            AliasKind::WebUrl => "web-url",
+            AliasKind::GitRemote => "git-remote",
+            AliasKind::Key => "key",
+            AliasKind::Slug => "slug",
+            AliasKind::Path => "path",
+            AliasKind::HostId => "host-id",
+        }
+    }
+
+    /// The lookup form of `raw` for this kind, or `None` when `raw` cannot be
+    /// an alias of this kind (empty, or not a remote at all).
+    pub fn normalise(self, raw: &str) -> Option<String> {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return None;
+        }
+        let value = match self {
+            AliasKind::Name | AliasKind::Key | AliasKind::Slug => trimmed
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_lowercase(),
+            AliasKind::WebUrl => normalise_web_url(trimmed)?,
+            AliasKind::GitRemote => normalise_git_remote(trimmed)?,
+            AliasKind::FullName | AliasKind::Path => {
+                let parts: Vec<&str> = trimmed
+                    .split('/')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                parts.join("/").to_lowercase()
+            }
+            AliasKind::HostId => trimmed.to_owned(),
+        };
+        (!value.is_empty()).then_some(value)
+    }
+}
+
+impl fmt::Display for AliasKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AliasKind {
+    type Err = DomainError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        AliasKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| DomainError::UnknownAliasKind(s.to_owned()))
+    }
+}
+
+/// One alias as a connector reports it: the raw spelling and its lookup form.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Alias {
+    pub kind: AliasKind,
+    /// Normalised lookup value.
+    pub value: String,
+    /// The spelling the platform used, kept for display.
+    pub raw: String,
+}
+
+impl Alias {
+    pub fn new(kind: AliasKind, raw: &str) -> Option<Alias> {
+        Some(Alias {
+            kind,
+            value: kind.normalise(raw)?,
+            raw: raw.trim().to_owned(),
+        })
+    }
+
+    /// What a free-form fingerprint (a remote, a web URL, a full name, a key)
+    /// could be. A resolver looks all of them up and reports every match.
+    pub fn candidates(input: &str) -> Vec<Alias> {
+        let input = input.trim();
+        let looks_like_url = input.contains("://") || scp_like(input).is_some();
+        let first_segment_is_host = input
+            .split('/')
+            .next()
+            .is_some_and(|h| h.contains('.') && input.contains('/'));
+        let kinds: &[AliasKind] = if looks_like_url || first_segment_is_host {
+            &[AliasKind::GitRemote, AliasKind::WebUrl]
+        } else if input.contains('/') {
+            &[AliasKind::FullName, AliasKind::Path]
+        } else {
+            &[
+                AliasKind::Name,
+                AliasKind::Key,
+                AliasKind::Slug,
+                AliasKind::HostId,
+            ]
+        };
+        kinds.iter().filter_map(|k| Alias::new(*k, input)).collect()
+    }
+}
+
+/// `[user@]host:path` (the scp-like git syntax), as `(host, path)`.
+fn scp_like(s: &str) -> Option<(&str, &str)> {
+    if s.contains("://") {
+        return None;
+    }
+    let (before, path) = s.split_once(':')?;
+    if before.contains('/') || path.starts_with("//") || path.is_empty() {
+        return None;
+    }
+    let host = before.rsplit_once('@').map_or(before, |(_, h)| h).trim();
+    valid_host_name(host).then_some((host, path))
+}
+
+fn valid_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
+}
+
+/// Split `scheme://[userinfo@]host[:port]/path[?query][#fragment]` into host
+/// and path; `None` when there is no host.
+fn split_url(s: &str) -> Option<(String, String)> {
+    let rest = match s.split_once("://") {
+        Some((_, rest)) => rest,
+        None => s,
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host_port = host_port.trim();
+    let host = if let Some(stripped) = host_port.strip_prefix('[') {
+        // IPv6 literal: keep the brackets so the result parses again.
+        let inner = stripped.split(']').next().unwrap_or_default();
+        let ok = !inner.is_empty()
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+        ok.then(|| format!("[{inner}]"))
+    } else {
+        let name = host_port.split(':').next().unwrap_or_default();
+        valid_host_name(name).then(|| name.to_owned())
+    };
+    Some((host?.to_ascii_lowercase(), path.to_owned()))
+}
+
+fn clean_path(path: &str) -> String {
+    let mut segments: Vec<&str> = path
+        .split('/')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(last) = segments.last_mut() {
+        let lower = last.to_ascii_lowercase();
+        if lower.ends_with(".git") && last.len() > 4 {
+            *last = &last[..last.len() - 4];
+        }
+    }
+    segments.join("/").to_lowercase()
+}
+
+/// `host/owner/repo`, lower-case, without scheme, user info, port, `.git`,
+/// query, fragment or trailing slash.
+pub fn normalise_git_remote(raw: &str) -> Option<String> {
+    let raw = raw.trim();
+    let (host, path) = match scp_like(raw) {
+        Some((host, path)) => (
+            host.to_ascii_lowercase(),
+            path.split(['?', '#']).next().unwrap_or_default().to_owned(),
+        ),
+        None => split_url(raw)?,
+    };
+    let path = clean_path(&path);
+    if path.is_empty() {
+        return None;
+    }
+    Some(format!("{host}/{path}"))
+}
+
+/// `host/path`, lower-case, without scheme, user info, port, query, fragment
+/// or trailing slash.
+pub fn normalise_web_url(raw: &str) -> Option<String> {
+    let (host, path) = split_url(raw.trim())?;
+    let path: Vec<&str> = path
+        .split('/')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let path = path.join("/").to_lowercase();
+    Some(if path.is_empty() {
+        host
+    } else {
+        format!("{host}/{path}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_common_remote_spelling_meets_one_alias() {
+        let want = "github.com/acme/repo";
+        for spelling in [
+            "https://github.com/Acme/Repo.git",
+            "https://github.com/acme/repo",
+            "https://github.com/acme/repo/",
+            "https://github.com/acme/repo.git/",
+            "http://github.com/acme/repo",
+            "https://user:secret@github.com/acme/repo.git",
+            "https://x-access-token@github.com/acme/repo.git",
+            "git@github.com:acme/repo.git",
+            "git@github.com:Acme/Repo",
+            "github.com:acme/repo.git",
+            "ssh://git@github.com/acme/repo",
+            "ssh://git@github.com/acme/repo.git",
+            "ssh://git@github.com:22/acme/repo.git",
+            "git+ssh://git@github.com/acme/repo.git",
+            "git://github.com/acme/repo.git",
+            "  https://GITHUB.COM/acme/repo.git  ",
+            "https://github.com:443/acme/repo.git",
+            "https://github.com//acme//repo.git",
+            "https://github.com/acme/repo.git?foo=bar#frag",
+        ] {
+            assert_eq!(
+                normalise_git_remote(spelling).as_deref(),
+                Some(want),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
+    fn not_remotes() {
+        for bad in [
+            "",
+            "   ",
+            "https://",
+            "git@github.com:",
+            "ssh://git@/acme/repo",
+        ] {
+            assert_eq!(normalise_git_remote(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn candidates_for_a_full_name_and_a_url() {
+        let c = Alias::candidates("Acme/Repo");
+        assert!(
+            c.iter()
+                .any(|a| a.kind == AliasKind::FullName && a.value == "acme/repo")
+        );
+        let c = Alias::candidates("git@github.com:acme/repo.git");
+        assert!(
+            c.iter()
+                .any(|a| a.kind == AliasKind::GitRemote && a.value == "github.com/acme/repo")
+        );
+        let c = Alias::candidates("https://github.com/acme/repo");
+        assert!(
+            c.iter()
+                .any(|a| a.kind == AliasKind::WebUrl && a.value == "github.com/acme/repo")
+        );
+        let c = Alias::candidates("PAY");
+        assert!(
+            c.iter()
+                .any(|a| a.kind == AliasKind::Key && a.value == "pay")
+        );
+    }
+
+    #[test]
+    fn host_ids_keep_their_case() {
+        assert_eq!(
+            AliasKind::HostId.normalise(" R_kgDOHrjvCw ").as_deref(),
+            Some("R_kgDOHrjvCw")
+        );
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9][A-Za-z0-9_-]{0,20}"
+    }
+
+    proptest! {
+        #[test]
+        fn remote_spellings_normalise_equal(
+            host in "[a-z][a-z0-9-]{0,10}\\.(com|org|io)",
+            owner in segment(),
+            repo in segment(),
+            git_suffix in any::<bool>(),
+            trailing_slash in any::<bool>(),
+            upper in any::<bool>(),
+        ) {
+            let suffix = if git_suffix { ".git" } else { "" };
+            let slash = if trailing_slash { "/" } else { "" };
+            let (o, r) = if upper { (owner.to_uppercase(), repo.to_uppercase()) } else { (owner.clone(), repo.clone()) };
+            let want = format!("{host}/{}/{}", owner.to_lowercase(), repo.to_lowercase());
+            for s in [
+                format!("https://{host}/{o}/{r}{suffix}{slash}"),
+                format!("https://someone:tok@{host}/{o}/{r}{suffix}{slash}"),
+                format!("git@{host}:{o}/{r}{suffix}"),
+                format!("ssh://git@{host}/{o}/{r}{suffix}{slash}"),
+                format!("ssh://git@{host}:2222/{o}/{r}{suffix}"),
+                format!("git://{host}/{o}/{r}{suffix}"),
+            ] {
+                prop_assert_eq!(normalise_git_remote(&s), Some(want.clone()), "{}", s);
+            }
+        }
+
+        #[test]
+        fn normalising_is_idempotent(s in "[ -~]{0,60}") {
+            for kind in AliasKind::ALL {
+                if let Some(once) = kind.normalise(&s) {
+                    // A normalised remote is `host/path`, itself a bare remote.
+                    prop_assert_eq!(kind.normalise(&once), Some(once.clone()), "{} {:?}", kind, s);
+                }
+            }
+        }
+
+        #[test]
+        fn different_repos_never_collide(a in segment(), b in segment(), c in segment()) {
+            prop_assume!(b.to_lowercase() != c.to_lowercase());
+            let x = normalise_git_remote(&format!("git@github.com:{a}/{b}.git"));
+            let y = normalise_git_remote(&format!("git@github.com:{a}/{c}.git"));
+            prop_assert_ne!(x, y);
+        }
+    }
+}

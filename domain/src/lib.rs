@@ -1,0 +1,18 @@
+//! The vocabulary of cmcp-discovery, shared by every crate and depending on
+//! none of them: space addresses, aliases and their normalisation, the
+//! neutral record connectors produce, run figures, and the redacting token.
+
+pub mod address;
+pub mod alias;
+pub mod error;
+pub mod record;
+pub mod secret;
+
+pub use address::{Platform, SpaceAddress, SpaceKind};
+pub use alias::{Alias, AliasKind, normalise_git_remote, normalise_web_url};
+pub use error::{DomainError, Result};
+pub use record::{
+    ConnectionSpec, Owner, RiskNotice, RunFigures, RunOutcome, SpaceRecord, SpaceState,
+    SpaceStatus, Visibility,
+};
+pub use secret::Token;
