@@ -1,1 +1,15 @@
-//! placeholder
+//! The space registry: connections, spaces, aliases with history, sync runs
+//! and the audit log, behind one store API over SQLite and PostgreSQL; and
+//! the cipher that keeps secrets sealed at rest.
+
+pub mod cipher;
+pub mod error;
+pub mod store;
+pub mod testing;
+
+pub use cipher::Cipher;
+pub use error::{RegistryError, Result};
+pub use store::{
+    AliasRow, AuditEntry, Backend, ConnectionRow, LeaseAttempt, NewAuditEntry, NewConnection,
+    PageStats, Resolution, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
+};

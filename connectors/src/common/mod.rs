@@ -1,0 +1,8 @@
+//! What every platform connector shares: HTTP settings, request execution
+//! with retries and rate-limit waits, `Link` pagination and the rate budget.
+//! Platform modules depend on this one and never on each other.
+
+pub mod budget;
+pub mod config;
+pub mod http;
+pub mod link;

@@ -1,0 +1,262 @@
+//! Connections: one credential reading one org / workspace / site / domain.
+//! The token is sealed before it reaches SQL and is never part of a row type,
+//! so no listing, log line or JSON answer can carry it.
+
+use cmcp_domain::{ConnectionSpec, Owner, Platform, RiskNotice, Token};
+use serde::Serialize;
+
+use super::audit::{NewAuditEntry, insert_audit};
+use super::{Store, in_tx, now_ms, on_pool};
+use crate::cipher::Cipher;
+use crate::error::{RegistryError, Result};
+
+pub struct NewConnection {
+    pub id: String,
+    pub spec: ConnectionSpec,
+    pub owner: Owner,
+    pub token: Token,
+    pub settings: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionRow {
+    pub id: String,
+    pub platform: Platform,
+    pub scope: String,
+    pub base_url: String,
+    pub owner: Owner,
+    pub status: String,
+    pub risks: Vec<RiskNotice>,
+    pub settings: serde_json::Value,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct RawConnection {
+    id: String,
+    platform: String,
+    scope: String,
+    base_url: String,
+    owner: String,
+    status: String,
+    risks: String,
+    settings: String,
+    lease_owner: Option<String>,
+    lease_until: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<RawConnection> for ConnectionRow {
+    type Error = RegistryError;
+
+    fn try_from(r: RawConnection) -> Result<Self> {
+        let corrupt = |what: &str| RegistryError::Corrupt {
+            what: format!("connection {}: {what}", r.id),
+        };
+        Ok(ConnectionRow {
+            platform: r.platform.parse().map_err(|_| corrupt("platform"))?,
+            risks: serde_json::from_str(&r.risks).map_err(|_| corrupt("risks"))?,
+            settings: serde_json::from_str(&r.settings).map_err(|_| corrupt("settings"))?,
+            owner: Owner::from_db(&r.owner),
+            id: r.id,
+            scope: r.scope,
+            base_url: r.base_url,
+            status: r.status,
+            lease_owner: r.lease_owner,
+            lease_until: r.lease_until,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+impl ConnectionRow {
+    pub fn spec(&self) -> ConnectionSpec {
+        ConnectionSpec {
+            platform: self.platform,
+            scope: self.scope.clone(),
+            base_url: self.base_url.clone(),
+        }
+    }
+}
+
+const SELECT: &str = "SELECT id, platform, scope, base_url, owner, status, risks, settings, \
+                      lease_owner, lease_until, created_at, updated_at FROM connections";
+
+/// Associated data binding a sealed token to its connection row.
+fn token_context(id: &str) -> String {
+    format!("cmcp-connection-token:{id}")
+}
+
+impl Store {
+    /// Create a connection, sealing its token, and audit it in the same
+    /// transaction.
+    pub async fn create_connection(
+        &self,
+        cipher: &Cipher,
+        new: NewConnection,
+        actor: &str,
+    ) -> Result<ConnectionRow> {
+        validate_connection_id(&new.id)?;
+        if new.token.is_empty() {
+            return Err(RegistryError::Invalid {
+                what: "token: it is empty".to_owned(),
+            });
+        }
+        let sealed = cipher.seal_token(&new.token, &token_context(&new.id))?;
+        let now = now_ms();
+        let settings = new.settings.to_string();
+        let after = serde_json::json!({
+            "platform": new.spec.platform, "scope": new.spec.scope,
+            "base_url": new.spec.base_url, "owner": new.owner.as_db(),
+        });
+        in_tx!(self, tx => {
+            let exists: Option<(String,)> = sqlx::query_as("SELECT id FROM connections WHERE id = $1")
+                .bind(&new.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(RegistryError::AlreadyExists { what: format!("connection {}", new.id) });
+            }
+            sqlx::query(
+                "INSERT INTO connections (id, platform, scope, base_url, owner, token_sealed, settings, \
+                 status, risks, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'enabled', '[]', $8, $8)",
+            )
+            .bind(&new.id)
+            .bind(new.spec.platform.as_str())
+            .bind(&new.spec.scope)
+            .bind(&new.spec.base_url)
+            .bind(new.owner.as_db())
+            .bind(&sealed)
+            .bind(&settings)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let entry = NewAuditEntry {
+                actor: actor.to_owned(),
+                action: "connection.create".to_owned(),
+                target: format!("connection:{}", new.id),
+                reason: None,
+                before: None,
+                after: Some(after),
+            };
+            insert_audit!(&mut *tx, &entry, now)?;
+        });
+        self.get_connection(&new.id).await
+    }
+
+    pub async fn get_connection(&self, id: &str) -> Result<ConnectionRow> {
+        let sql = format!("{SELECT} WHERE id = $1");
+        let raw: Option<RawConnection> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?
+        });
+        raw.ok_or_else(|| RegistryError::not_found(format!("connection {id:?}")))?
+            .try_into()
+    }
+
+    pub async fn list_connections(&self) -> Result<Vec<ConnectionRow>> {
+        let sql = format!("{SELECT} ORDER BY id");
+        let raws: Vec<RawConnection> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await?
+        });
+        raws.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The connection's token, opened with the master key. Callers hand it to
+    /// a connector and drop it; it is never stored elsewhere.
+    pub async fn connection_token(&self, cipher: &Cipher, id: &str) -> Result<Token> {
+        let sealed: Option<(Vec<u8>,)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT token_sealed FROM connections WHERE id = $1").bind(id).fetch_optional(pool).await?
+        });
+        let (sealed,) =
+            sealed.ok_or_else(|| RegistryError::not_found(format!("connection {id:?}")))?;
+        cipher.open_token(&sealed, &token_context(id))
+    }
+
+    /// Record what the last reading of the credential revealed (write scopes
+    /// and the like). Only writes when the notices changed.
+    pub async fn set_connection_risks(&self, id: &str, risks: &[RiskNotice]) -> Result<bool> {
+        let json = serde_json::to_string(risks).map_err(|e| RegistryError::Corrupt {
+            what: e.to_string(),
+        })?;
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query("UPDATE connections SET risks = $1, updated_at = $2 WHERE id = $3 AND risks <> $1")
+                .bind(&json).bind(now).bind(id).execute(pool).await?.rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// Take the connection's sync lease for `ttl_ms`, unless another holder's
+    /// lease is still live. This is what keeps two workers of a fleet from
+    /// syncing one connection at once; a killed holder's lease simply lapses.
+    pub async fn try_acquire_lease(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<LeaseAttempt> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE connections SET lease_owner = $1, lease_until = $2 \
+                 WHERE id = $3 AND (lease_owner IS NULL OR lease_until < $4 OR lease_owner = $1)",
+            )
+            .bind(holder).bind(now + ttl_ms).bind(id).bind(now)
+            .execute(pool).await?.rows_affected()
+        });
+        if n == 1 {
+            return Ok(LeaseAttempt::Acquired);
+        }
+        let row = self.get_connection(id).await?;
+        Ok(LeaseAttempt::HeldBy {
+            holder: row.lease_owner.unwrap_or_default(),
+            until_ms: row.lease_until.unwrap_or(now),
+        })
+    }
+
+    /// Extend a lease this holder still owns; false when it was lost.
+    pub async fn renew_lease(&self, id: &str, holder: &str, ttl_ms: i64) -> Result<bool> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query("UPDATE connections SET lease_until = $1 WHERE id = $2 AND lease_owner = $3")
+                .bind(now + ttl_ms).bind(id).bind(holder).execute(pool).await?.rows_affected()
+        });
+        Ok(n == 1)
+    }
+
+    pub async fn release_lease(&self, id: &str, holder: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2")
+                .bind(id).bind(holder).execute(pool).await?;
+        });
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseAttempt {
+    Acquired,
+    HeldBy { holder: String, until_ms: i64 },
+}
+
+/// Connection ids appear in URLs and CLI arguments: keep them plain.
+fn validate_connection_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && !id.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(RegistryError::Invalid {
+            what: format!("connection id {id:?}: use 1-64 of a-z, 0-9, '-', '_'"),
+        })
+    }
+}

@@ -1,0 +1,202 @@
+//! One store API over two backends, chosen by URL: SQLite (the embedded
+//! default, one file) and PostgreSQL (a fleet).
+//!
+//! The store is a concrete enum rather than a trait object: there are
+//! exactly two backends, known at compile time. Every method is written once
+//! with the [`on_pool!`] and [`in_tx!`] macros, which expand the same body
+//! for each pool type; the SQL is shared (both dialects accept `$n`
+//! placeholders, `ON CONFLICT`, `RETURNING` and partial indexes), and only
+//! the migrations differ.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+
+use crate::error::{RegistryError, Result};
+
+mod audit;
+mod connections;
+mod runs;
+mod spaces;
+
+pub use audit::{AuditEntry, NewAuditEntry};
+pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
+pub use runs::SyncRunRow;
+pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
+
+/// The migration history table of the project. apalis keeps its own
+/// `_sqlx_migrations` in the same SQLite file; sharing it breaks both.
+pub const MIGRATIONS_TABLE: &str = "_cmcp_migrations";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Clone, Debug)]
+pub enum Store {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Run `$body` with `$pool` bound to whichever pool the store holds.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Sqlite($pool) => $body,
+            $crate::store::Store::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Run `$body` inside a write transaction bound to `$tx`, committing when the
+/// body returns normally; a `?` inside rolls back by dropping the
+/// transaction. SQLite write transactions begin IMMEDIATE so that two
+/// writers queue on the busy timeout instead of failing on lock upgrade.
+macro_rules! in_tx {
+    ($store:expr, $tx:ident => $body:block) => {
+        match $store {
+            $crate::store::Store::Sqlite(pool) => {
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+            $crate::store::Store::Postgres(pool) => {
+                let mut $tx = pool.begin().await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+pub(crate) use {in_tx, on_pool};
+
+/// How the store opens its pool.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub connect_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 10,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Store {
+    /// Open the store named by `url`: `sqlite:PATH` / `sqlite://PATH` or
+    /// `postgres://…` / `postgresql://…`. Does not migrate.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store> {
+        let shown = redact_url(url);
+        if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)
+                .map_err(|e| RegistryError::Unreachable {
+                    url: shown.clone(),
+                    source: e,
+                })?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(options.max_connections)
+                .acquire_timeout(options.connect_timeout.max(Duration::from_secs(10)))
+                .connect_with(opts)
+                .await
+                .map_err(|e| RegistryError::Unreachable {
+                    url: shown,
+                    source: e,
+                })?;
+            Ok(Store::Sqlite(pool))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let opts = PgConnectOptions::from_str(url).map_err(|e| RegistryError::Unreachable {
+                url: shown.clone(),
+                source: e,
+            })?;
+            let pool = PgPoolOptions::new()
+                .max_connections(options.max_connections)
+                .acquire_timeout(options.connect_timeout)
+                .connect_with(opts)
+                .await
+                .map_err(|e| RegistryError::Unreachable {
+                    url: shown,
+                    source: e,
+                })?;
+            Ok(Store::Postgres(pool))
+        } else {
+            Err(RegistryError::UnsupportedUrl(shown))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Store::Sqlite(_) => Backend::Sqlite,
+            Store::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Apply the registry's migrations for this dialect (idempotent).
+    pub async fn migrate(&self) -> Result<()> {
+        match self {
+            Store::Sqlite(pool) => {
+                let mut m = sqlx::migrate!("../migrations/sqlite");
+                m.dangerous_set_table_name(MIGRATIONS_TABLE);
+                m.run(pool).await?;
+            }
+            Store::Postgres(pool) => {
+                let mut m = sqlx::migrate!("../migrations/postgres");
+                m.dangerous_set_table_name(MIGRATIONS_TABLE);
+                m.run(pool).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Readiness: one round trip to the database.
+    pub async fn ping(&self) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}
+
+/// The URL with any password replaced, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// `$first, $first+1, …` for `n` bound values. Built from numbers only, never
+/// from input, so the resulting SQL is safe to assert as such.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,529 @@
+//! Spaces and their aliases: upsert by stable id, alias history, missing
+//! marking and resolution of any fingerprint to a space.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use cmcp_domain::{Alias, AliasKind, Owner, SpaceAddress, SpaceRecord, SpaceStatus, Visibility};
+use serde::Serialize;
+
+use super::{Store, in_tx, now_ms, on_pool, placeholders};
+use crate::error::{RegistryError, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceRow {
+    pub address: SpaceAddress,
+    pub connection_id: String,
+    pub owner: Owner,
+    pub display_name: String,
+    pub container: Option<SpaceAddress>,
+    pub status: SpaceStatus,
+    pub archived: bool,
+    pub trashed: bool,
+    pub visibility: Option<Visibility>,
+    pub first_seen_at: i64,
+    pub last_changed_at: i64,
+    pub missing_since: Option<i64>,
+    pub tombstoned_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AliasRow {
+    pub id: i64,
+    pub space_address: SpaceAddress,
+    pub kind: AliasKind,
+    pub value: String,
+    pub raw: String,
+    pub valid_from: i64,
+    pub valid_to: Option<i64>,
+}
+
+impl AliasRow {
+    pub fn is_active(&self) -> bool {
+        self.valid_to.is_none()
+    }
+}
+
+/// A space found for a fingerprint, with the alias that matched. `retired`
+/// says the match went through a name the space no longer has.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resolution {
+    pub space: SpaceRow,
+    pub alias: Option<AliasRow>,
+    pub retired: bool,
+}
+
+/// What applying one page of records changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PageStats {
+    pub created: u64,
+    pub updated: u64,
+    pub renamed: u64,
+    pub unchanged: u64,
+    /// Records a person's connection saw that belong to someone else.
+    pub skipped_foreign: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SpaceFilter {
+    pub connection_id: Option<String>,
+    pub status: Option<SpaceStatus>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct RawSpace {
+    address: String,
+    connection_id: String,
+    owner: String,
+    display_name: String,
+    container: Option<String>,
+    status: String,
+    archived: bool,
+    trashed: bool,
+    visibility: Option<String>,
+    first_seen_at: i64,
+    last_changed_at: i64,
+    missing_since: Option<i64>,
+    tombstoned_at: Option<i64>,
+}
+
+impl TryFrom<RawSpace> for SpaceRow {
+    type Error = RegistryError;
+
+    fn try_from(r: RawSpace) -> Result<Self> {
+        let corrupt = |what: &str| RegistryError::Corrupt {
+            what: format!("space {}: {what}", r.address),
+        };
+        Ok(SpaceRow {
+            address: r.address.parse().map_err(|_| corrupt("address"))?,
+            container: r
+                .container
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|_| corrupt("container"))?,
+            status: SpaceStatus::parse(&r.status).ok_or_else(|| corrupt("status"))?,
+            visibility: r.visibility.as_deref().and_then(Visibility::parse),
+            owner: Owner::from_db(&r.owner),
+            connection_id: r.connection_id,
+            display_name: r.display_name,
+            archived: r.archived,
+            trashed: r.trashed,
+            first_seen_at: r.first_seen_at,
+            last_changed_at: r.last_changed_at,
+            missing_since: r.missing_since,
+            tombstoned_at: r.tombstoned_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct RawAlias {
+    id: i64,
+    space_address: String,
+    kind: String,
+    value: String,
+    raw: String,
+    valid_from: i64,
+    valid_to: Option<i64>,
+}
+
+impl TryFrom<RawAlias> for AliasRow {
+    type Error = RegistryError;
+
+    fn try_from(r: RawAlias) -> Result<Self> {
+        let corrupt = |what: &str| RegistryError::Corrupt {
+            what: format!("alias {}: {what}", r.id),
+        };
+        Ok(AliasRow {
+            space_address: r
+                .space_address
+                .parse()
+                .map_err(|_| corrupt("space address"))?,
+            kind: r.kind.parse().map_err(|_| corrupt("kind"))?,
+            id: r.id,
+            value: r.value,
+            raw: r.raw,
+            valid_from: r.valid_from,
+            valid_to: r.valid_to,
+        })
+    }
+}
+
+const SPACE_COLUMNS: &str = "address, connection_id, owner, display_name, container, status, archived, trashed, \
+    visibility, first_seen_at, last_changed_at, missing_since, tombstoned_at";
+const ALIAS_COLUMNS: &str = "id, space_address, kind, value, raw, valid_from, valid_to";
+
+/// Rows per multi-row statement: 100 rows × 8 columns stays far below both
+/// dialects' bound-parameter limits.
+const CHUNK: usize = 100;
+
+/// The decision for one record of a page, computed before any write.
+enum Plan<'a> {
+    Create(&'a SpaceRecord),
+    Change {
+        record: &'a SpaceRecord,
+        retire: Vec<i64>,
+        add: Vec<&'a Alias>,
+        renamed: bool,
+    },
+    Unchanged,
+    Foreign,
+}
+
+fn plan<'a>(
+    record: &'a SpaceRecord,
+    existing: Option<&SpaceRow>,
+    active: &[AliasRow],
+    owner: &Owner,
+    connection_id: &str,
+) -> Plan<'a> {
+    let Some(ex) = existing else {
+        return Plan::Create(record);
+    };
+    // A person's token only ever writes that person's spaces.
+    if matches!(owner, Owner::Person(_)) && &ex.owner != owner {
+        return Plan::Foreign;
+    }
+    let wanted: BTreeMap<(AliasKind, &str), &Alias> = record
+        .aliases
+        .iter()
+        .map(|a| ((a.kind, a.value.as_str()), a))
+        .collect();
+    let have: HashSet<(AliasKind, &str)> =
+        active.iter().map(|a| (a.kind, a.value.as_str())).collect();
+    let retire: Vec<&AliasRow> = active
+        .iter()
+        .filter(|a| !wanted.contains_key(&(a.kind, a.value.as_str())))
+        .collect();
+    let add: Vec<&Alias> = wanted
+        .iter()
+        .filter(|(k, _)| !have.contains(*k))
+        .map(|(_, a)| *a)
+        .collect();
+    let fields_changed = ex.display_name != record.display_name
+        || ex.container != record.container
+        || ex.archived != record.state.archived
+        || ex.trashed != record.state.trashed
+        || ex.visibility != record.state.visibility
+        || ex.status != SpaceStatus::Active
+        || ex.connection_id != connection_id
+        || &ex.owner != owner;
+    if !fields_changed && retire.is_empty() && add.is_empty() {
+        return Plan::Unchanged;
+    }
+    let naming = |k: AliasKind| matches!(k, AliasKind::FullName | AliasKind::Name | AliasKind::Key);
+    let renamed = retire.iter().any(|a| naming(a.kind))
+        || (add.iter().any(|a| naming(a.kind)) && !active.is_empty());
+    Plan::Change {
+        record,
+        retire: retire.iter().map(|a| a.id).collect(),
+        add,
+        renamed,
+    }
+}
+
+impl Store {
+    /// Upsert one page of records read by `connection_id`, keyed on stable id,
+    /// in one transaction. Renames and transfers retire the old aliases and
+    /// add the new ones; the address never changes. Writes nothing for a
+    /// record that is unchanged.
+    pub async fn apply_page(
+        &self,
+        connection_id: &str,
+        owner: &Owner,
+        records: &[SpaceRecord],
+    ) -> Result<PageStats> {
+        // Last reading wins when a page repeats a space.
+        let mut by_address: BTreeMap<SpaceAddress, SpaceRecord> = BTreeMap::new();
+        for r in records {
+            let mut r = r.clone();
+            r.aliases = r.canonical_aliases();
+            by_address.insert(r.address.clone(), r);
+        }
+        if by_address.is_empty() {
+            return Ok(PageStats::default());
+        }
+        let addresses: Vec<String> = by_address.keys().map(|a| a.to_string()).collect();
+        let now = now_ms();
+        let owner_db = owner.as_db();
+        let mut stats = PageStats::default();
+
+        let existing_sql = format!(
+            "SELECT {SPACE_COLUMNS} FROM spaces WHERE address IN ({})",
+            placeholders(1, addresses.len())
+        );
+        let alias_sql = format!(
+            "SELECT {ALIAS_COLUMNS} FROM aliases WHERE valid_to IS NULL AND space_address IN ({})",
+            placeholders(1, addresses.len())
+        );
+
+        in_tx!(self, tx => {
+            let mut q = sqlx::query_as::<_, RawSpace>(sqlx::AssertSqlSafe(existing_sql));
+            for a in &addresses {
+                q = q.bind(a);
+            }
+            let existing: HashMap<SpaceAddress, SpaceRow> = q
+                .fetch_all(&mut *tx).await?
+                .into_iter()
+                .map(|r| SpaceRow::try_from(r).map(|s| (s.address.clone(), s)))
+                .collect::<Result<_>>()?;
+            let mut q = sqlx::query_as::<_, RawAlias>(sqlx::AssertSqlSafe(alias_sql));
+            for a in &addresses {
+                q = q.bind(a);
+            }
+            let mut active: HashMap<SpaceAddress, Vec<AliasRow>> = HashMap::new();
+            for raw in q.fetch_all(&mut *tx).await? {
+                let row = AliasRow::try_from(raw)?;
+                active.entry(row.space_address.clone()).or_default().push(row);
+            }
+
+            let mut creates: Vec<&SpaceRecord> = Vec::new();
+            let mut new_aliases: Vec<(&SpaceAddress, &Alias)> = Vec::new();
+            let mut retire_ids: Vec<i64> = Vec::new();
+            for record in by_address.values() {
+                let none: Vec<AliasRow> = Vec::new();
+                let have = active.get(&record.address).unwrap_or(&none);
+                match plan(record, existing.get(&record.address), have, owner, connection_id) {
+                    Plan::Create(r) => {
+                        stats.created += 1;
+                        creates.push(r);
+                        new_aliases.extend(r.aliases.iter().map(|a| (&r.address, a)));
+                    }
+                    Plan::Change { record: r, retire, add, renamed } => {
+                        if renamed { stats.renamed += 1 } else { stats.updated += 1 }
+                        retire_ids.extend(retire);
+                        new_aliases.extend(add.into_iter().map(|a| (&r.address, a)));
+                        sqlx::query(
+                            "UPDATE spaces SET connection_id = $1, owner = $2, display_name = $3, container = $4, \
+                             status = 'active', archived = $5, trashed = $6, visibility = $7, last_changed_at = $8, \
+                             missing_since = NULL, tombstoned_at = NULL WHERE address = $9",
+                        )
+                        .bind(connection_id)
+                        .bind(&owner_db)
+                        .bind(&r.display_name)
+                        .bind(r.container.as_ref().map(|c| c.to_string()))
+                        .bind(r.state.archived)
+                        .bind(r.state.trashed)
+                        .bind(r.state.visibility.map(|v| v.as_str()))
+                        .bind(now)
+                        .bind(r.address.to_string())
+                        .execute(&mut *tx).await?;
+                    }
+                    Plan::Unchanged => stats.unchanged += 1,
+                    Plan::Foreign => stats.skipped_foreign += 1,
+                }
+            }
+
+            for chunk in creates.chunks(CHUNK) {
+                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, 'active', $1, $1)", placeholders(2 + i * 11, 11))).collect();
+                let sql = format!(
+                    "INSERT INTO spaces (address, kind, tenant, stable_id, connection_id, owner, display_name, container, \
+                     archived, trashed, visibility, status, first_seen_at, last_changed_at) VALUES {}",
+                    rows.join(", ")
+                );
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                for r in chunk {
+                    q = q.bind(r.address.to_string())
+                        .bind(r.address.kind().as_str())
+                        .bind(r.address.tenant().to_owned())
+                        .bind(r.address.stable_id().to_owned())
+                        .bind(connection_id)
+                        .bind(&owner_db)
+                        .bind(&r.display_name)
+                        .bind(r.container.as_ref().map(|c| c.to_string()))
+                        .bind(r.state.archived)
+                        .bind(r.state.trashed)
+                        .bind(r.state.visibility.map(|v| v.as_str()));
+                }
+                q.execute(&mut *tx).await?;
+            }
+            // Retire before adding: a value can come back (renamed back and
+            // forth), and only one active row per value may exist.
+            for chunk in retire_ids.chunks(CHUNK * 4) {
+                let sql = format!("UPDATE aliases SET valid_to = $1 WHERE valid_to IS NULL AND id IN ({})", placeholders(2, chunk.len()));
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                for id in chunk {
+                    q = q.bind(*id);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            for chunk in new_aliases.chunks(CHUNK * 2) {
+                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, $1)", placeholders(2 + i * 4, 4))).collect();
+                let sql = format!("INSERT INTO aliases (space_address, kind, value, raw, valid_from) VALUES {}", rows.join(", "));
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                for (address, a) in chunk {
+                    q = q.bind(address.to_string()).bind(a.kind.as_str()).bind(&a.value).bind(&a.raw);
+                }
+                q.execute(&mut *tx).await?;
+            }
+        });
+        Ok(stats)
+    }
+
+    /// After a complete listing: every active space of the connection that
+    /// the listing did not contain becomes `missing` (never deleted: the
+    /// token may simply see less than before). Returns how many changed.
+    pub async fn mark_missing(
+        &self,
+        connection_id: &str,
+        seen: &HashSet<SpaceAddress>,
+    ) -> Result<u64> {
+        let active: Vec<(String,)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT address FROM spaces WHERE connection_id = $1 AND status = 'active'")
+                .bind(connection_id).fetch_all(pool).await?
+        });
+        let unseen: Vec<String> = active
+            .into_iter()
+            .map(|(a,)| a)
+            .filter(|a| {
+                a.parse::<SpaceAddress>()
+                    .map(|p| !seen.contains(&p))
+                    .unwrap_or(false)
+            })
+            .collect();
+        if unseen.is_empty() {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let mut changed = 0;
+        in_tx!(self, tx => {
+            for chunk in unseen.chunks(CHUNK * 4) {
+                let sql = format!(
+                    "UPDATE spaces SET status = 'missing', missing_since = $1, last_changed_at = $1 \
+                     WHERE status = 'active' AND connection_id = $2 AND address IN ({})",
+                    placeholders(3, chunk.len())
+                );
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(connection_id);
+                for a in chunk {
+                    q = q.bind(a);
+                }
+                changed += q.execute(&mut *tx).await?.rows_affected();
+            }
+        });
+        Ok(changed)
+    }
+
+    /// The platform confirmed the space is gone (a direct read answered
+    /// 404/410). Its aliases stay, so old links still explain what it was.
+    pub async fn tombstone(&self, address: &SpaceAddress) -> Result<bool> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query("UPDATE spaces SET status = 'tombstoned', tombstoned_at = $1, last_changed_at = $1 WHERE address = $2 AND status <> 'tombstoned'")
+                .bind(now).bind(address.to_string()).execute(pool).await?.rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    pub async fn get_space(&self, address: &SpaceAddress) -> Result<Option<SpaceRow>> {
+        let sql = format!("SELECT {SPACE_COLUMNS} FROM spaces WHERE address = $1");
+        let raw: Option<RawSpace> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(address.to_string()).fetch_optional(pool).await?
+        });
+        raw.map(TryInto::try_into).transpose()
+    }
+
+    pub async fn list_spaces(&self, filter: &SpaceFilter) -> Result<Vec<SpaceRow>> {
+        let sql = format!(
+            "SELECT {SPACE_COLUMNS} FROM spaces WHERE ($1 IS NULL OR connection_id = $1) AND ($2 IS NULL OR status = $2) \
+             ORDER BY address LIMIT $3 OFFSET $4"
+        );
+        let limit = if filter.limit <= 0 {
+            i64::MAX
+        } else {
+            filter.limit
+        };
+        let raws: Vec<RawSpace> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(filter.connection_id.as_deref())
+                .bind(filter.status.map(|s| s.as_str()))
+                .bind(limit)
+                .bind(filter.offset)
+                .fetch_all(pool).await?
+        });
+        raws.into_iter().map(TryInto::try_into).collect()
+    }
+
+    pub async fn count_spaces(
+        &self,
+        connection_id: Option<&str>,
+        status: Option<SpaceStatus>,
+    ) -> Result<u64> {
+        let (n,): (i64,) = on_pool!(self, pool => {
+            sqlx::query_as("SELECT COUNT(*) FROM spaces WHERE ($1 IS NULL OR connection_id = $1) AND ($2 IS NULL OR status = $2)")
+                .bind(connection_id).bind(status.map(|s| s.as_str())).fetch_one(pool).await?
+        });
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Every alias the space ever had, oldest first.
+    pub async fn alias_history(&self, address: &SpaceAddress) -> Result<Vec<AliasRow>> {
+        let sql = format!(
+            "SELECT {ALIAS_COLUMNS} FROM aliases WHERE space_address = $1 ORDER BY valid_from, id"
+        );
+        let raws: Vec<RawAlias> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(address.to_string()).fetch_all(pool).await?
+        });
+        raws.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Active aliases of every space of a connection, for comparisons.
+    pub async fn active_aliases(&self, connection_id: &str) -> Result<Vec<AliasRow>> {
+        let sql = format!(
+            "SELECT a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to FROM aliases a \
+             JOIN spaces s ON s.address = a.space_address WHERE s.connection_id = $1 AND a.valid_to IS NULL \
+             ORDER BY a.space_address, a.kind, a.value"
+        );
+        let raws: Vec<RawAlias> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(connection_id).fetch_all(pool).await?
+        });
+        raws.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Every space a fingerprint could name: a space address, a remote, a web
+    /// URL, a full name, a key. Matches through active aliases come first;
+    /// a retired alias still resolves and says so.
+    pub async fn resolve(&self, input: &str) -> Result<Vec<Resolution>> {
+        if let Ok(address) = input.trim().parse::<SpaceAddress>() {
+            return Ok(self
+                .get_space(&address)
+                .await?
+                .map(|space| Resolution {
+                    space,
+                    alias: None,
+                    retired: false,
+                })
+                .into_iter()
+                .collect());
+        }
+        let mut found: Vec<Resolution> = Vec::new();
+        let sql = format!("SELECT {ALIAS_COLUMNS} FROM aliases WHERE kind = $1 AND value = $2");
+        for candidate in Alias::candidates(input) {
+            let raws: Vec<RawAlias> = on_pool!(self, pool => {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(candidate.kind.as_str()).bind(&candidate.value).fetch_all(pool).await?
+            });
+            for raw in raws {
+                let alias = AliasRow::try_from(raw)?;
+                if let Some(space) = self.get_space(&alias.space_address).await? {
+                    found.push(Resolution {
+                        retired: !alias.is_active(),
+                        space,
+                        alias: Some(alias),
+                    });
+                }
+            }
+        }
+        // Active matches first, then the most recently retired.
+        found.sort_by_key(|r| {
+            (
+                r.retired,
+                std::cmp::Reverse(r.alias.as_ref().and_then(|a| a.valid_to)),
+            )
+        });
+        let mut seen = HashSet::new();
+        found.retain(|r| seen.insert(r.space.address.clone()));
+        Ok(found)
+    }
+}
