@@ -20,7 +20,10 @@ pub enum ConnectorError {
 
     /// 403 that is not a rate limit: the credential lacks a permission, or
     /// the organisation blocks this kind of token.
-    #[error("{platform}: permission denied (403): {detail}{}", accepted_suffix(accepted_permissions))]
+    #[error(
+        "{platform}: permission denied (403): {detail}{}",
+        accepted_suffix(accepted_permissions)
+    )]
     PermissionDenied {
         platform: Platform,
         detail: String,

@@ -1,1 +1,15 @@
-//! placeholder
+//! Jobs and workers. One file per job (`jobs/`), the sync engine they run
+//! (`sync`), the queue that holds them (`queue`) and the wiring of worker
+//! processes (`runner`).
+
+pub mod error;
+pub mod jobs;
+pub mod queue;
+pub mod runner;
+pub mod sync;
+
+pub use error::{Result, WorkerError};
+pub use jobs::sync_connection::SyncConnection;
+pub use queue::{Queue, QueueConfig};
+pub use runner::{WorkerOptions, WorkerState, run_workers};
+pub use sync::{SyncConfig, SyncContext, SyncResult, run_sync};

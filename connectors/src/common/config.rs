@@ -41,7 +41,8 @@ pub struct HttpConfig {
     /// Stop and wait for the reset when the remaining budget is at or
     /// below this many requests.
     pub budget_reserve: u32,
-    /// Items per listing page (GitHub's maximum is 100).
+    /// Items per listing page. Each platform caps it at its own maximum
+    /// (GitHub: 100), so one setting serves every connector.
     pub per_page: u32,
     pub user_agent: String,
 }
@@ -63,8 +64,8 @@ impl Default for HttpConfig {
 }
 
 impl HttpConfig {
-    /// Rejects settings that cannot work (zero attempts, zero timeout, a
-    /// page size the platforms refuse).
+    /// Rejects settings that cannot work (zero attempts, zero timeout,
+    /// empty pages).
     pub fn validate(&self) -> Result<()> {
         let bad = |detail: String| Err(ConnectorError::InvalidConfig { detail });
         if self.max_attempts == 0 {
@@ -80,14 +81,13 @@ impl HttpConfig {
                 DurationText(self.backoff_max)
             ));
         }
-        if !(1..=100).contains(&self.per_page) {
-            return bad(format!(
-                "http.per_page must be between 1 and 100, not {}",
-                self.per_page
-            ));
+        if self.per_page == 0 {
+            return bad("http.per_page must be at least 1".into());
         }
         if self.user_agent.trim().is_empty() {
-            return bad("http.user_agent must not be empty (GitHub rejects requests without one)".into());
+            return bad(
+                "http.user_agent must not be empty (GitHub rejects requests without one)".into(),
+            );
         }
         Ok(())
     }
@@ -100,7 +100,7 @@ pub struct DurationText(pub Duration);
 impl fmt::Display for DurationText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.0;
-        if d.subsec_nanos() % 1_000_000 != 0 {
+        if !d.subsec_nanos().is_multiple_of(1_000_000) {
             return write!(f, "{}us", d.as_micros());
         }
         if d.subsec_millis() != 0 {
@@ -221,7 +221,7 @@ mod tests {
                 ..HttpConfig::default()
             },
             HttpConfig {
-                per_page: 101,
+                per_page: 0,
                 ..HttpConfig::default()
             },
             HttpConfig {

@@ -264,7 +264,12 @@ impl<P: ApiPolicy> HttpClient<P> {
                 detail: error_chain(&e),
             })
         };
-        let resp = self.client.get(url.clone()).send().await.map_err(transport)?;
+        let resp = self
+            .client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(transport)?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let final_url = resp.url().clone();
@@ -395,7 +400,11 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// The `Retry-After` header: delay-seconds or an HTTP date.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
@@ -414,7 +423,10 @@ mod tests {
         assert_eq!(retry_after(&h), None);
         h.insert("retry-after", HeaderValue::from_static("7"));
         assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
-        h.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(retry_after(&h), Some(Duration::ZERO));
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h), None);

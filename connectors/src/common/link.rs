@@ -81,9 +81,7 @@ fn split_params(mut s: &str) -> (Vec<(String, String)>, &str) {
         s = s.trim_start();
         if let Some(after) = s.strip_prefix(';') {
             s = after.trim_start();
-            let key_end = s
-                .find(|c: char| c == '=' || c == ';' || c == ',')
-                .unwrap_or(s.len());
+            let key_end = s.find(['=', ';', ',']).unwrap_or(s.len());
             let key = s[..key_end].trim().to_owned();
             s = &s[key_end..];
             let mut value = String::new();
@@ -213,7 +211,10 @@ mod tests {
     fn relative_targets_resolve_against_the_request() {
         let h = headers(&["</orgs/acme/repos?page=2>; rel=\"next\""]);
         let next = next_url(&h, &base()).unwrap().unwrap();
-        assert_eq!(next.as_str(), "https://api.github.com/orgs/acme/repos?page=2");
+        assert_eq!(
+            next.as_str(),
+            "https://api.github.com/orgs/acme/repos?page=2"
+        );
     }
 
     #[test]

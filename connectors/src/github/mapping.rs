@@ -85,8 +85,16 @@ pub fn repo_record(repo: &Repo, fallback_host: &str) -> Result<SpaceRecord> {
     push(&mut aliases, AliasKind::Name, Some(&repo.name));
     push(&mut aliases, AliasKind::FullName, Some(&repo.full_name));
     push(&mut aliases, AliasKind::WebUrl, repo.html_url.as_deref());
-    push(&mut aliases, AliasKind::GitRemote, repo.clone_url.as_deref());
-    if let Some(ssh) = repo.ssh_url.as_deref().and_then(|r| Alias::new(AliasKind::GitRemote, r)) {
+    push(
+        &mut aliases,
+        AliasKind::GitRemote,
+        repo.clone_url.as_deref(),
+    );
+    if let Some(ssh) = repo
+        .ssh_url
+        .as_deref()
+        .and_then(|r| Alias::new(AliasKind::GitRemote, r))
+    {
         let duplicate = aliases
             .iter()
             .any(|a| a.kind == AliasKind::GitRemote && a.value == ssh.value);
@@ -144,7 +152,10 @@ mod tests {
     fn documented_example_maps_to_the_expected_record() {
         let repos: Vec<Repo> = serde_json::from_str(DOCS_EXAMPLE).unwrap();
         let r = repo_record(&repos[0], "unused.example").unwrap();
-        assert_eq!(r.address.to_string(), "space:github-repo:github.com/1296269");
+        assert_eq!(
+            r.address.to_string(),
+            "space:github-repo:github.com/1296269"
+        );
         assert_eq!(r.display_name, "octocat/Hello-World");
         assert_eq!(
             r.container.as_ref().map(ToString::to_string).as_deref(),
@@ -152,10 +163,19 @@ mod tests {
         );
         assert_eq!(values(&r, AliasKind::Name), ["hello-world"]);
         assert_eq!(values(&r, AliasKind::FullName), ["octocat/hello-world"]);
-        assert_eq!(values(&r, AliasKind::WebUrl), ["github.com/octocat/hello-world"]);
+        assert_eq!(
+            values(&r, AliasKind::WebUrl),
+            ["github.com/octocat/hello-world"]
+        );
         // clone_url and ssh_url meet in one lookup value: one alias.
-        assert_eq!(values(&r, AliasKind::GitRemote), ["github.com/octocat/hello-world"]);
-        assert_eq!(values(&r, AliasKind::HostId), ["MDEwOlJlcG9zaXRvcnkxMjk2MjY5"]);
+        assert_eq!(
+            values(&r, AliasKind::GitRemote),
+            ["github.com/octocat/hello-world"]
+        );
+        assert_eq!(
+            values(&r, AliasKind::HostId),
+            ["MDEwOlJlcG9zaXRvcnkxMjk2MjY5"]
+        );
         assert_eq!(r.aliases.len(), 5);
         assert_eq!(r.canonical_aliases().len(), 5);
         assert_eq!(
@@ -176,7 +196,10 @@ mod tests {
         )
         .unwrap();
         let r = repo_record(&repo, "GHE.Example.com").unwrap();
-        assert_eq!(r.address.to_string(), "space:github-repo:ghe.example.com/42");
+        assert_eq!(
+            r.address.to_string(),
+            "space:github-repo:ghe.example.com/42"
+        );
         assert_eq!(r.state.visibility, Some(Visibility::Private));
         assert!(!r.state.archived);
         assert_eq!(r.aliases.len(), 2); // name and full name only
@@ -196,7 +219,7 @@ mod tests {
         let r = repo_record(&repo, "unused").unwrap();
         assert_eq!(r.address.to_string(), "space:github-repo:ghe.example.com/9");
         assert_eq!(
-            r.container.unwrap().to_string(),
+            r.container.as_ref().unwrap().to_string(),
             "space:github-org:ghe.example.com/5"
         );
         assert!(r.state.archived);

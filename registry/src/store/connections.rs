@@ -260,3 +260,36 @@ fn validate_connection_id(id: &str) -> Result<()> {
         })
     }
 }
+
+impl Store {
+    /// Point a connection at another API base and token (a moved GHES
+    /// host, a rotated token). The token is sealed again; both changes are
+    /// audited, the token itself never.
+    pub async fn update_connection_endpoint(
+        &self,
+        cipher: &Cipher,
+        id: &str,
+        base_url: &str,
+        token: &Token,
+        actor: &str,
+    ) -> Result<ConnectionRow> {
+        let before = self.get_connection(id).await?;
+        let sealed = cipher.seal_token(token, &token_context(id))?;
+        let now = now_ms();
+        let entry = NewAuditEntry {
+            actor: actor.to_owned(),
+            action: "connection.update-endpoint".to_owned(),
+            target: format!("connection:{id}"),
+            reason: None,
+            before: Some(serde_json::json!({ "base_url": before.base_url })),
+            after: Some(serde_json::json!({ "base_url": base_url, "token": "replaced" })),
+        };
+        in_tx!(self, tx => {
+            sqlx::query("UPDATE connections SET base_url = $1, token_sealed = $2, updated_at = $3 WHERE id = $4")
+                .bind(base_url).bind(&sealed).bind(now).bind(id)
+                .execute(&mut *tx).await?;
+            insert_audit!(&mut *tx, &entry, now)?;
+        });
+        self.get_connection(id).await
+    }
+}

@@ -1,0 +1,82 @@
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use cmcp_domain::RunOutcome;
+use cmcp_registry::{Store, SyncRunRow};
+use cmcp_worker::{SyncConnection, WorkerOptions, run_workers};
+
+use super::when;
+use crate::app::App;
+
+pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> Result<()> {
+    // Fail on an unknown connection before queueing anything.
+    app.store.get_connection(connection).await?;
+    let since = chrono::Utc::now().timestamp_millis();
+    app.queue().push(SyncConnection::new(connection, "cli"), None, None).await?;
+    if !wait {
+        println!("sync of {connection} queued; a worker (serve or worker) will pick it up");
+        return Ok(());
+    }
+    let run = sync_and_wait(app, connection, since, Duration::from_secs(timeout_secs)).await?;
+    print_run(&run);
+    if run.outcome != RunOutcome::Complete {
+        bail!("sync of {connection} ended {}", run.outcome.as_str());
+    }
+    Ok(())
+}
+
+/// Run a worker in this process until a run of `connection` that started at
+/// or after `since` finishes.
+pub async fn sync_and_wait(app: &App, connection: &str, since: i64, timeout: Duration) -> Result<SyncRunRow> {
+    let opts = WorkerOptions::unique("cli");
+    let state = app.worker_state(&opts);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(run_workers(state, opts, async move {
+        let _ = stop_rx.await;
+    }));
+    let result = tokio::time::timeout(timeout, wait_for_run(&app.store, connection, since)).await;
+    let _ = stop_tx.send(());
+    let _ = worker.await;
+    match result {
+        Ok(run) => run,
+        Err(_) => bail!("no finished run of {connection} within {timeout:?}"),
+    }
+}
+
+pub async fn wait_for_run(store: &Store, connection: &str, since: i64) -> Result<SyncRunRow> {
+    loop {
+        let runs = store.list_runs(Some(connection), 5).await?;
+        if let Some(run) = runs.into_iter().find(|r| r.started_at >= since && r.outcome != RunOutcome::Running) {
+            return Ok(run);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn print_run(r: &SyncRunRow) {
+    let f = &r.figures;
+    println!("run {} of {}: {} (started {})", r.id, r.connection_id, r.outcome.as_str(), when(r.started_at));
+    println!(
+        "  pages {}  requests {}  not-modified {}  retries {}  rate-limit waits {}",
+        f.pages, f.requests, f.not_modified, f.retries, f.rate_limit_waits
+    );
+    println!(
+        "  seen {}  created {}  updated {}  renamed {}  unchanged {}  missing {}  duration {} ms",
+        f.items_seen, f.created, f.updated, f.renamed, f.unchanged, f.missing, f.duration_ms
+    );
+    if let Some(e) = &r.error {
+        println!("  error: {e}");
+    }
+}
+
+pub async fn runs(app: &App, connection: Option<&str>, limit: i64, json: bool) -> Result<()> {
+    let runs = app.store.list_runs(connection, limit).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+    } else {
+        for r in &runs {
+            print_run(r);
+        }
+    }
+    Ok(())
+}

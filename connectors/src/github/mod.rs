@@ -1,0 +1,318 @@
+//! GitHub (github.com, GHEC and GHES): list an organisation's repositories
+//! and read one repository by its stable id.
+//!
+//! A listing is `GET /orgs/{org}` (the container, sent first) and then
+//! `GET /orgs/{org}/repos?per_page=100&type=all`, following `rel="next"`
+//! links exactly as GitHub gives them, one page at a time: GitHub asks for
+//! serial requests to stay clear of secondary limits, and each page goes to
+//! the sink before the next is fetched, so memory stays flat for any size.
+//!
+//! A page that still fails after retries ends the listing as incomplete:
+//! the registry then marks nothing missing (a partial listing is never
+//! evidence of deletion). Problems of the whole run — the credential
+//! rejected, or a rate limit too long to wait out — are returned as errors
+//! instead, so the job can fail or be rescheduled.
+
+pub mod client;
+pub mod mapping;
+pub mod model;
+pub mod scopes;
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+use cmcp_domain::{Platform, SpaceAddress, SpaceKind, SpaceRecord, Token};
+use tokio::sync::mpsc::Sender;
+use tracing::Instrument;
+use url::Url;
+
+use self::client::GithubClient;
+use crate::common::config::HttpConfig;
+use crate::common::http::{Counters, Exhausted};
+use crate::common::link;
+use crate::error::{ConnectorError, Result};
+use crate::{Connector, ListingReport, ReadOutcome};
+
+const PLATFORM: Platform = Platform::Github;
+/// GitHub's largest page; it silently caps a larger `per_page` anyway.
+const MAX_PER_PAGE: u32 = 100;
+
+/// Lists one GitHub organisation with one credential.
+#[derive(Debug)]
+pub struct GithubConnector {
+    client: GithubClient,
+    org: String,
+    /// The web host, and whether it was learned from the organisation's
+    /// `html_url` (until then it is the one implied by the API base URL,
+    /// which is right for github.com and GHES but not for a simulator).
+    web_host: Mutex<(String, bool)>,
+}
+
+impl GithubConnector {
+    /// `base_url`: `https://api.github.com`, a GHES `https://host/api/v3`, or
+    /// a simulator's `http://127.0.0.1:PORT[/prefix]`.
+    pub fn new(base_url: &str, org: &str, token: Token, cfg: HttpConfig) -> Result<Self> {
+        let org = org.trim();
+        if org.is_empty() || org.contains(['/', '?', '#']) || org.contains(char::is_whitespace) {
+            return Err(ConnectorError::InvalidConfig {
+                detail: format!("GitHub organisation {org:?} is not a login"),
+            });
+        }
+        let client = GithubClient::new(base_url, &token, cfg)?;
+        let web_host = mapping::web_host_for_api(client.base()).unwrap_or_default();
+        Ok(GithubConnector {
+            client,
+            org: org.to_owned(),
+            web_host: Mutex::new((web_host, false)),
+        })
+    }
+
+    pub fn org(&self) -> &str {
+        &self.org
+    }
+
+    fn web_host(&self) -> (String, bool) {
+        self.web_host
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_web_host(&self, host: &str) {
+        *self.web_host.lock().unwrap_or_else(PoisonError::into_inner) = (host.to_owned(), true);
+    }
+
+    /// The web host this connection's spaces live on. When it has not been
+    /// learned yet and `tenant` is not the guess from the base URL, the
+    /// organisation is read to learn it: reading an id on the wrong host
+    /// would return (or miss) a different repository.
+    async fn confirmed_web_host(&self, tenant: &str) -> Result<String> {
+        let (host, learned) = self.web_host();
+        if learned || host == tenant {
+            return Ok(host);
+        }
+        let (org, _) = self.read_org(&Counters::default()).await?;
+        Ok(org.address.tenant().to_owned())
+    }
+
+    fn repos_url(&self) -> Url {
+        let per_page = self.client.http().config().per_page.min(MAX_PER_PAGE);
+        let mut url = self.client.endpoint(&["orgs", &self.org, "repos"]);
+        url.query_pairs_mut()
+            .append_pair("per_page", &per_page.to_string())
+            .append_pair("type", "all");
+        url
+    }
+
+    async fn send(&self, sink: &Sender<Vec<SpaceRecord>>, records: Vec<SpaceRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        sink.send(records)
+            .await
+            .map_err(|_| ConnectorError::SinkClosed { platform: PLATFORM })
+    }
+
+    /// Reads the organisation: its record, and the scopes header if any.
+    async fn read_org(&self, counters: &Counters) -> Result<(SpaceRecord, Option<Vec<String>>)> {
+        let url = self.client.endpoint(&["orgs", &self.org]);
+        let fetched = self
+            .client
+            .http()
+            .get_json::<model::Org>(&url, counters)
+            .await
+            .map_err(|ex| match ex.error {
+                ConnectorError::NotFound { platform, .. } => ConnectorError::NotFound {
+                    platform,
+                    what: format!("organization {:?} at {}", self.org, self.client.base()),
+                },
+                other => other,
+            })?;
+        let record = mapping::org_record(&fetched.value, &self.web_host().0)?;
+        self.set_web_host(record.address.tenant());
+        Ok((record, scopes::scopes(&fetched.headers)))
+    }
+
+    async fn list_inner(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        let (org_record, mut scopes) = self.read_org(counters).await?;
+        let host = org_record.address.tenant().to_owned();
+        self.send(sink, vec![org_record]).await?;
+
+        let mut failures = Vec::new();
+        let mut seen_urls = HashSet::new();
+        let mut next = Some(self.repos_url());
+        let mut page = 0u32;
+        let mut items = 0u64;
+        while let Some(url) = next.take() {
+            page += 1;
+            seen_urls.insert(url.to_string());
+            let fetched = match self
+                .client
+                .http()
+                .get_json::<Vec<serde_json::Value>>(&url, counters)
+                .await
+            {
+                Ok(f) => f,
+                Err(Exhausted { error, attempts }) => {
+                    if matches!(
+                        error,
+                        ConnectorError::RateLimited { .. } | ConnectorError::Unauthorized { .. }
+                    ) {
+                        return Err(error);
+                    }
+                    tracing::warn!(page, attempts, error = %error, "listing page failed; listing is partial");
+                    failures.push(format!("page {page}: {error} after {attempts} attempts"));
+                    break;
+                }
+            };
+            counters.page();
+            if let Some(s) = scopes::scopes(&fetched.headers) {
+                scopes = Some(s);
+            }
+            let mut records = Vec::with_capacity(fetched.value.len());
+            for (i, item) in fetched.value.into_iter().enumerate() {
+                match serde_json::from_value::<model::Repo>(item)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| mapping::repo_record(&r, &host).map_err(|e| e.to_string()))
+                {
+                    Ok(r) => records.push(r),
+                    Err(e) => failures.push(format!("page {page}: item {}: {e}", i + 1)),
+                }
+            }
+            items += records.len() as u64;
+            self.send(sink, records).await?;
+
+            next = match link::next_url(&fetched.headers, &fetched.url) {
+                None => None,
+                Some(Err(e)) => {
+                    failures.push(format!("page {page}: unparsable next link: {e}"));
+                    None
+                }
+                Some(Ok(n)) if !self.client.same_origin(&n) => {
+                    let error = ConnectorError::Pagination {
+                        platform: PLATFORM,
+                        url: n.to_string(),
+                        why: format!(
+                            "not on the API origin {}",
+                            self.client.base().origin().ascii_serialization()
+                        ),
+                    };
+                    failures.push(format!("page {page}: {error}"));
+                    None
+                }
+                Some(Ok(n)) if seen_urls.contains(n.as_str()) => {
+                    let error = ConnectorError::Pagination {
+                        platform: PLATFORM,
+                        url: n.to_string(),
+                        why: "that page was already read (pagination loop)".into(),
+                    };
+                    failures.push(format!("page {page}: {error}"));
+                    None
+                }
+                Some(Ok(n)) => Some(n),
+            };
+        }
+
+        let risks = scopes
+            .as_deref()
+            .and_then(scopes::write_scope_risk)
+            .into_iter()
+            .collect();
+        let report = ListingReport {
+            complete: failures.is_empty(),
+            figures: counters.figures(),
+            failures,
+            risks,
+        };
+        tracing::info!(
+            pages = report.figures.pages,
+            repos = items,
+            requests = report.figures.requests,
+            retries = report.figures.retries,
+            rate_limit_waits = report.figures.rate_limit_waits,
+            complete = report.complete,
+            "listing finished"
+        );
+        Ok(report)
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for GithubConnector {
+    fn platform(&self) -> Platform {
+        PLATFORM
+    }
+
+    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
+        let counters = Counters::default();
+        let span = tracing::info_span!("github_list", platform = %PLATFORM, org = %self.org);
+        let result = self.list_inner(&sink, &counters).instrument(span).await;
+        if let Err(e) = &result {
+            let f = counters.figures();
+            tracing::warn!(
+                org = %self.org,
+                error = %e,
+                pages = f.pages,
+                requests = f.requests,
+                "listing stopped"
+            );
+        }
+        result
+    }
+
+    /// `GET /repositories/{id}`: the rename- and transfer-proof address.
+    /// 404 and 410 are `Gone` — note GitHub also answers 404 for a private
+    /// repository the credential cannot see, so a caller should only
+    /// tombstone on `Gone` from a credential known to have had access.
+    async fn read(&self, address: &SpaceAddress) -> Result<ReadOutcome> {
+        let unsupported = |why: String| ConnectorError::UnsupportedAddress {
+            platform: PLATFORM,
+            address: address.to_string(),
+            why,
+        };
+        if address.kind() != SpaceKind::GithubRepo {
+            return Err(unsupported(format!(
+                "only {} spaces can be read by id",
+                SpaceKind::GithubRepo
+            )));
+        }
+        let host = self.confirmed_web_host(address.tenant()).await?;
+        if address.tenant() != host {
+            return Err(unsupported(format!("this connection reads {host}")));
+        }
+        let id: u64 = address
+            .stable_id()
+            .parse()
+            .map_err(|_| unsupported("a GitHub repository id is a number".into()))?;
+        let url = self.client.endpoint(&["repositories", &id.to_string()]);
+        let counters = Counters::default();
+        match self
+            .client
+            .http()
+            .get_json::<model::Repo>(&url, &counters)
+            .instrument(tracing::debug_span!("github_read", %address))
+            .await
+        {
+            Ok(f) => {
+                let record = mapping::repo_record(&f.value, &host)?;
+                if record.address != *address {
+                    return Err(unsupported(format!(
+                        "GitHub answered with {}",
+                        record.address
+                    )));
+                }
+                Ok(ReadOutcome::Found(record))
+            }
+            Err(Exhausted { error, .. }) => match error {
+                ConnectorError::NotFound { .. } | ConnectorError::Http { status: 410, .. } => {
+                    Ok(ReadOutcome::Gone)
+                }
+                other => Err(other),
+            },
+        }
+    }
+}
