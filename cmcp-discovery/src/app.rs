@@ -19,16 +19,28 @@ impl App {
     pub async fn open(cfg: Config) -> Result<App> {
         let url = cfg.database_url();
         if url.starts_with("sqlite:") {
-            std::fs::create_dir_all(&cfg.data_dir)
-                .with_context(|| format!("cannot create the data directory {}", cfg.data_dir.display()))?;
+            std::fs::create_dir_all(&cfg.data_dir).with_context(|| {
+                format!(
+                    "cannot create the data directory {}",
+                    cfg.data_dir.display()
+                )
+            })?;
         }
         let store = Store::connect(&url, &StoreOptions::default())
             .await
-            .context("cannot open the registry (check --database-url / CMCP_DISCOVERY_DATABASE_URL)")?;
-        store.migrate().await.context("registry migrations failed")?;
-        cmcp_worker::queue::setup(&store).await.context("queue migrations failed")?;
+            .context(
+                "cannot open the registry (check --database-url / CMCP_DISCOVERY_DATABASE_URL)",
+            )?;
+        store
+            .migrate()
+            .await
+            .context("registry migrations failed")?;
+        cmcp_worker::queue::setup(&store)
+            .await
+            .context("queue migrations failed")?;
         let env_key = std::env::var(cmcp_registry::cipher::MASTER_KEY_ENV).ok();
-        let cipher = Cipher::load(env_key.as_deref(), &cfg.key_file()).context("cannot load the master key")?;
+        let cipher = Cipher::load(env_key.as_deref(), &cfg.key_file())
+            .context("cannot load the master key")?;
         Ok(App { cfg, store, cipher })
     }
 

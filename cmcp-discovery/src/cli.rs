@@ -3,7 +3,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "cmcp-discovery", version, about = "Discovers a company's repos, projects and drives and keeps a registry of stable space ids")]
+#[command(
+    name = "cmcp-discovery",
+    version,
+    about = "Discovers a company's repos, projects and drives and keeps a registry of stable space ids"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,

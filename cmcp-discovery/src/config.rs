@@ -60,7 +60,10 @@ pub struct Overrides {
 
 impl Config {
     pub fn load(flags: &Overrides) -> Result<Config> {
-        let file = flags.config_file.clone().or_else(|| env("CONFIG").map(PathBuf::from));
+        let file = flags
+            .config_file
+            .clone()
+            .or_else(|| env("CONFIG").map(PathBuf::from));
         let mut cfg = match &file {
             Some(path) => Config::from_file(path)?,
             None => Config::default(),
@@ -93,14 +96,18 @@ impl Config {
             cfg.log = v.clone();
         }
         if !matches!(cfg.log_format.as_str(), "text" | "json") {
-            anyhow::bail!("log_format must be \"text\" or \"json\", not {:?}", cfg.log_format);
+            anyhow::bail!(
+                "log_format must be \"text\" or \"json\", not {:?}",
+                cfg.log_format
+            );
         }
         cfg.http.validate().context("invalid [http] settings")?;
         Ok(cfg)
     }
 
     pub fn from_file(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
     }
 
@@ -119,7 +126,9 @@ impl Config {
 }
 
 fn env(name: &str) -> Option<String> {
-    std::env::var(format!("{ENV_PREFIX}{name}")).ok().filter(|v| !v.trim().is_empty())
+    std::env::var(format!("{ENV_PREFIX}{name}"))
+        .ok()
+        .filter(|v| !v.trim().is_empty())
 }
 
 #[cfg(test)]
@@ -128,7 +137,8 @@ mod tests {
 
     #[test]
     fn the_commented_example_config_parses() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cmcp-discovery.example.toml");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cmcp-discovery.example.toml");
         let cfg = Config::from_file(&path).unwrap();
         assert_eq!(cfg.listen, "0.0.0.0:8080");
         assert!(cfg.database_url.starts_with("postgres://"));
@@ -137,13 +147,18 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        let err = toml::from_str::<Config>("databse_url = \"x\"").unwrap_err().to_string();
+        let err = toml::from_str::<Config>("databse_url = \"x\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("databse_url"), "{err}");
     }
 
     #[test]
     fn default_database_is_the_sqlite_file_in_the_data_dir() {
         let cfg = Config::default();
-        assert_eq!(cfg.database_url(), format!("sqlite://{DEFAULT_DATA_DIR}/{DB_FILE}"));
+        assert_eq!(
+            cfg.database_url(),
+            format!("sqlite://{DEFAULT_DATA_DIR}/{DB_FILE}")
+        );
     }
 }

@@ -14,7 +14,10 @@ fn main() -> std::process::ExitCode {
     // ring, so install it once for the whole process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

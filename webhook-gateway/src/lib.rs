@@ -1,7 +1,17 @@
 //! The HTTP edge of the fleet. For now: liveness, readiness (the store
 //! answers) and Prometheus metrics; the signed webhook routes
 //! (`/hooks/{platform}/{connection}`) join this router with the gateway
-//! issue.
+//! issue. The building blocks of those routes live beside the router:
+//! [`verify`] turns a raw delivery into a trusted one, [`event`] turns a
+//! trusted one into a neutral [`HookEvent`] and its dedupe key.
+
+pub mod event;
+pub mod verify;
+
+pub use event::{DeliveryId, HookEvent, ParseError};
+pub use verify::{
+    DriveChannel, Unverified, Verified, VerifyError, WebhookSecret, sign, verify_drive_channel,
+};
 
 use std::sync::Arc;
 
@@ -47,7 +57,10 @@ async fn readyz(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
         Ok(()) => (StatusCode::OK, "ready".to_owned()),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
-            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable".to_owned())
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store unreachable".to_owned(),
+            )
         }
     }
 }
@@ -55,7 +68,10 @@ async fn readyz(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
 async fn metrics(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
     match &state.metrics {
         Some(h) => (StatusCode::OK, h.render()),
-        None => (StatusCode::NOT_FOUND, "metrics recorder not installed in this process".to_owned()),
+        None => (
+            StatusCode::NOT_FOUND,
+            "metrics recorder not installed in this process".to_owned(),
+        ),
     }
 }
 
@@ -69,13 +85,27 @@ mod tests {
     #[tokio::test]
     async fn health_and_readiness() {
         let db = cmcp_registry::testing::TestDb::sqlite().await;
-        let app = router(EdgeState { store: db.store.clone(), metrics: None });
-        let ok = app.clone().oneshot(Request::get("/healthz").body(Body::empty()).unwrap()).await.unwrap();
+        let app = router(EdgeState {
+            store: db.store.clone(),
+            metrics: None,
+        });
+        let ok = app
+            .clone()
+            .oneshot(Request::get("/healthz").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
         assert_eq!(ok.status(), StatusCode::OK);
-        let ready = app.clone().oneshot(Request::get("/readyz").body(Body::empty()).unwrap()).await.unwrap();
+        let ready = app
+            .clone()
+            .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
         assert_eq!(ready.status(), StatusCode::OK);
         db.store.close().await;
-        let down = app.oneshot(Request::get("/readyz").body(Body::empty()).unwrap()).await.unwrap();
+        let down = app
+            .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
         assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
 }

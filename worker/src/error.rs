@@ -11,5 +11,8 @@ pub enum WorkerError {
     #[error("queue: {0}")]
     Queue(String),
     #[error("sync of connection {connection_id} did not finish: {detail}")]
-    Sync { connection_id: String, detail: String },
+    Sync {
+        connection_id: String,
+        detail: String,
+    },
 }

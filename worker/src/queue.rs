@@ -87,18 +87,22 @@ pub async fn setup(store: &Store) -> Result<()> {
 impl Queue {
     pub fn new(store: &Store, cfg: &QueueConfig) -> Queue {
         match store {
-            Store::Sqlite(pool) => Queue::Sqlite(SqliteStorage::new(pool).with_config(
-                apalis_sqlite::Config::default()
-                    .queue(SYNC_QUEUE)
-                    .heartbeat_interval(cfg.heartbeat)
-                    .missed_heartbeats(cfg.missed_heartbeats),
-            )),
-            Store::Postgres(pool) => Queue::Postgres(PostgresStorage::new(pool).with_config(
-                apalis_postgres::Config::default()
-                    .queue(SYNC_QUEUE)
-                    .heartbeat_interval(cfg.heartbeat)
-                    .missed_heartbeats(cfg.missed_heartbeats),
-            )),
+            Store::Sqlite(pool) => Queue::Sqlite(
+                SqliteStorage::new(pool).with_config(
+                    apalis_sqlite::Config::default()
+                        .queue(SYNC_QUEUE)
+                        .heartbeat_interval(cfg.heartbeat)
+                        .missed_heartbeats(cfg.missed_heartbeats),
+                ),
+            ),
+            Store::Postgres(pool) => Queue::Postgres(
+                PostgresStorage::new(pool).with_config(
+                    apalis_postgres::Config::default()
+                        .queue(SYNC_QUEUE)
+                        .heartbeat_interval(cfg.heartbeat)
+                        .missed_heartbeats(cfg.missed_heartbeats),
+                ),
+            ),
         }
     }
 
@@ -106,7 +110,12 @@ impl Queue {
     /// idempotency key, a second push of the same key is a no-op on both
     /// backends (PostgreSQL reports it as a unique violation; that is
     /// "already queued", not an error).
-    pub async fn push(&self, job: SyncConnection, delay: Option<Duration>, key: Option<String>) -> Result<()> {
+    pub async fn push(
+        &self,
+        job: SyncConnection,
+        delay: Option<Duration>,
+        key: Option<String>,
+    ) -> Result<()> {
         let mut builder = TaskBuilder::new(job).max_attempts(3);
         if let Some(d) = delay {
             builder = builder.run_after(d);

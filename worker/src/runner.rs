@@ -32,7 +32,9 @@ impl WorkerOptions {
     pub fn unique(prefix: &str) -> WorkerOptions {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
         let tag = uuid_like();
-        WorkerOptions { name: format!("{prefix}-{host}-{}-{tag}", std::process::id()) }
+        WorkerOptions {
+            name: format!("{prefix}-{host}-{}-{tag}", std::process::id()),
+        }
     }
 }
 

@@ -36,7 +36,10 @@ pub struct SyncConfig {
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        SyncConfig { lease_ttl: Duration::from_secs(60), page_buffer: 4 }
+        SyncConfig {
+            lease_ttl: Duration::from_secs(60),
+            page_buffer: 4,
+        }
     }
 }
 
@@ -73,7 +76,11 @@ pub enum SyncResult {
 pub async fn run_sync(ctx: &SyncContext, connection_id: &str, trigger: &str) -> Result<SyncResult> {
     let connection = ctx.store.get_connection(connection_id).await?;
     let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-    if let LeaseAttempt::HeldBy { holder, until_ms } = ctx.store.try_acquire_lease(connection_id, &ctx.holder, ttl_ms).await? {
+    if let LeaseAttempt::HeldBy { holder, until_ms } = ctx
+        .store
+        .try_acquire_lease(connection_id, &ctx.holder, ttl_ms)
+        .await?
+    {
         info!(%holder, until_ms, "connection is being synced elsewhere; deferring");
         return Ok(SyncResult::Deferred { holder, until_ms });
     }
@@ -87,13 +94,21 @@ pub async fn run_sync(ctx: &SyncContext, connection_id: &str, trigger: &str) -> 
     result
 }
 
-fn spawn_lease_renewer(ctx: SyncContext, connection_id: String, lost: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+fn spawn_lease_renewer(
+    ctx: SyncContext,
+    connection_id: String,
+    lost: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
         let every = (ctx.sync.lease_ttl / 3).max(Duration::from_millis(50));
         loop {
             tokio::time::sleep(every).await;
-            match ctx.store.renew_lease(&connection_id, &ctx.holder, ttl_ms).await {
+            match ctx
+                .store
+                .renew_lease(&connection_id, &ctx.holder, ttl_ms)
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => {
                     warn!(connection_id, "sync lease lost to another worker");
@@ -113,13 +128,31 @@ async fn sync_under_lease(
     lost: &AtomicBool,
 ) -> Result<SyncResult> {
     let started = Instant::now();
-    let run_id = ctx.store.start_run(&connection.id, trigger, &ctx.holder).await?;
+    let run_id = ctx
+        .store
+        .start_run(&connection.id, trigger, &ctx.holder)
+        .await?;
     let mut figures = RunFigures::default();
 
-    let token = ctx.store.connection_token(&ctx.cipher, &connection.id).await?;
+    let token = ctx
+        .store
+        .connection_token(&ctx.cipher, &connection.id)
+        .await?;
     let connector = match cmcp_connectors::build(&connection.spec(), token, &ctx.http) {
         Ok(c) => c,
-        Err(e) => return finish(ctx, &run_id, RunOutcome::Failed, figures, started, Some(e.to_string()), false, None).await,
+        Err(e) => {
+            return finish(
+                ctx,
+                &run_id,
+                RunOutcome::Failed,
+                figures,
+                started,
+                Some(e.to_string()),
+                false,
+                None,
+            )
+            .await;
+        }
     };
 
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
@@ -130,7 +163,11 @@ async fn sync_under_lease(
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
         seen.extend(page.iter().map(|r| r.address.clone()));
-        match ctx.store.apply_page(&connection.id, &connection.owner, &page).await {
+        match ctx
+            .store
+            .apply_page(&connection.id, &connection.owner, &page)
+            .await
+        {
             Ok(stats) => {
                 figures.created += stats.created;
                 figures.updated += stats.updated;
@@ -158,19 +195,43 @@ async fn sync_under_lease(
     match report {
         Ok(report) => {
             add_http(&mut figures, &report);
-            if let Err(e) = ctx.store.set_connection_risks(&connection.id, &report.risks).await {
+            if let Err(e) = ctx
+                .store
+                .set_connection_risks(&connection.id, &report.risks)
+                .await
+            {
                 warn!(error = %e, "could not record the connection's risks");
             }
             let lease_lost = lost.load(Ordering::SeqCst);
             if report.complete && !lease_lost {
                 figures.missing = ctx.store.mark_missing(&connection.id, &seen).await?;
-                finish(ctx, &run_id, RunOutcome::Complete, figures, started, None, false, None).await
+                finish(
+                    ctx,
+                    &run_id,
+                    RunOutcome::Complete,
+                    figures,
+                    started,
+                    None,
+                    false,
+                    None,
+                )
+                .await
             } else {
                 let mut why = report.failures.join("; ");
                 if lease_lost {
                     why = format!("sync lease lost mid-run; {why}");
                 }
-                finish(ctx, &run_id, RunOutcome::Partial, figures, started, Some(why), true, None).await
+                finish(
+                    ctx,
+                    &run_id,
+                    RunOutcome::Partial,
+                    figures,
+                    started,
+                    Some(why),
+                    true,
+                    None,
+                )
+                .await
             }
         }
         Err(e) => {
@@ -179,8 +240,22 @@ async fn sync_under_lease(
                 ConnectorError::RateLimited { retry_at, .. } => Some(*retry_at),
                 _ => None,
             };
-            let outcome = if figures.items_seen > 0 { RunOutcome::Partial } else { RunOutcome::Failed };
-            finish(ctx, &run_id, outcome, figures, started, Some(e.to_string()), retryable || retry_at.is_some(), retry_at).await
+            let outcome = if figures.items_seen > 0 {
+                RunOutcome::Partial
+            } else {
+                RunOutcome::Failed
+            };
+            finish(
+                ctx,
+                &run_id,
+                outcome,
+                figures,
+                started,
+                Some(e.to_string()),
+                retryable || retry_at.is_some(),
+                retry_at,
+            )
+            .await
         }
     }
 }
@@ -205,7 +280,9 @@ async fn finish(
     retry_at: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<SyncResult> {
     figures.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    ctx.store.finish_run(run_id, outcome, &figures, error.as_deref()).await?;
+    ctx.store
+        .finish_run(run_id, outcome, &figures, error.as_deref())
+        .await?;
     info!(
         run_id,
         outcome = outcome.as_str(),
@@ -219,5 +296,12 @@ async fn finish(
         duration_ms = figures.duration_ms,
         "sync run finished"
     );
-    Ok(SyncResult::Finished { run_id: run_id.to_owned(), outcome, figures, error, retryable, retry_at })
+    Ok(SyncResult::Finished {
+        run_id: run_id.to_owned(),
+        outcome,
+        figures,
+        error,
+        retryable,
+        retry_at,
+    })
 }

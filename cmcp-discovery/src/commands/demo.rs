@@ -32,7 +32,12 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
         token: Some(DEMO_TOKEN.to_owned()),
         oauth_scopes: Some("repo, read:org".to_owned()),
         latency: Duration::from_millis(10),
-        faults: Faults { server_error: 0.05, drop_connection: 0.03, rate_limited_429: 0.03, ..Faults::default() },
+        faults: Faults {
+            server_error: 0.05,
+            drop_connection: 0.03,
+            rate_limited_429: 0.03,
+            ..Faults::default()
+        },
         ..GithubSimConfig::default()
     })
     .await
@@ -40,12 +45,23 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     let per_page = 10u32;
     let mut app = app;
     app.cfg.http.per_page = per_page;
-    println!("== simulated GitHub org 'acme' with {repos} repos at {} (5% 5xx, 3% dropped connections, 3% 429s)", sim.base_url());
+    println!(
+        "== simulated GitHub org 'acme' with {repos} repos at {} (5% 5xx, 3% dropped connections, 3% 429s)",
+        sim.base_url()
+    );
 
     let token = Token::new(DEMO_TOKEN);
     match app.store.get_connection(CONNECTION).await {
         Ok(_) => {
-            app.store.update_connection_endpoint(&app.cipher, CONNECTION, &sim.base_url(), &token, "demo").await?;
+            app.store
+                .update_connection_endpoint(
+                    &app.cipher,
+                    CONNECTION,
+                    &sim.base_url(),
+                    &token,
+                    "demo",
+                )
+                .await?;
         }
         Err(RegistryError::NotFound { .. }) => {
             app.store
@@ -53,7 +69,11 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
                     &app.cipher,
                     NewConnection {
                         id: CONNECTION.to_owned(),
-                        spec: ConnectionSpec { platform: Platform::Github, scope: "acme".to_owned(), base_url: sim.base_url() },
+                        spec: ConnectionSpec {
+                            platform: Platform::Github,
+                            scope: "acme".to_owned(),
+                            base_url: sim.base_url(),
+                        },
                         owner: Owner::Company,
                         token,
                         settings: serde_json::json!({}),
@@ -64,11 +84,20 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     }
-    println!("== connection {CONNECTION} (token sealed in {})", app.cfg.database_url());
+    println!(
+        "== connection {CONNECTION} (token sealed in {})",
+        app.cfg.database_url()
+    );
 
     println!("\n== first sync, through the queue and a worker ({per_page} repos per page)");
     let since = chrono::Utc::now().timestamp_millis();
-    app.queue().push(cmcp_worker::SyncConnection::new(CONNECTION, "demo"), None, None).await?;
+    app.queue()
+        .push(
+            cmcp_worker::SyncConnection::new(CONNECTION, "demo"),
+            None,
+            None,
+        )
+        .await?;
     let run = sync_and_wait(&app, CONNECTION, since, Duration::from_secs(120)).await?;
     print_run(&run);
     let conn = app.store.get_connection(CONNECTION).await?;
@@ -76,24 +105,43 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
         println!("  RISK [{}] {}", risk.code, risk.message);
     }
 
-    let victim = sim.repos().get(2).cloned().context("the simulated org needs at least 3 repos")?;
+    let victim = sim
+        .repos()
+        .get(2)
+        .cloned()
+        .context("the simulated org needs at least 3 repos")?;
     let new_name = "payments-api";
     sim.rename_repo(victim.id, new_name);
-    println!("\n== upstream: {} renamed to acme/{new_name}", victim.full_name);
+    println!(
+        "\n== upstream: {} renamed to acme/{new_name}",
+        victim.full_name
+    );
 
     println!("\n== second sync");
     let since = chrono::Utc::now().timestamp_millis();
-    app.queue().push(cmcp_worker::SyncConnection::new(CONNECTION, "demo"), None, None).await?;
+    app.queue()
+        .push(
+            cmcp_worker::SyncConnection::new(CONNECTION, "demo"),
+            None,
+            None,
+        )
+        .await?;
     let run = sync_and_wait(&app, CONNECTION, since, Duration::from_secs(120)).await?;
     print_run(&run);
 
-    let host = url::Url::parse(&victim.html_url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_else(|| "github.com".to_owned());
+    let host = url::Url::parse(&victim.html_url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "github.com".to_owned());
     let address = SpaceAddress::new(SpaceKind::GithubRepo, &host, &victim.id.to_string())?;
     println!("\n== {address}: same space id, new aliases active, old ones retired");
     print_history(&app.store.alias_history(&address).await?);
     let old = app.store.resolve(&victim.ssh_url).await?;
     if let Some(r) = old.first() {
-        println!("  resolving the old remote {} still finds {} (retired alias: {})", victim.ssh_url, r.space.address, r.retired);
+        println!(
+            "  resolving the old remote {} still finds {} (retired alias: {})",
+            victim.ssh_url, r.space.address, r.retired
+        );
     }
     let total = app.store.count_spaces(Some(CONNECTION), None).await?;
     println!("\n== {total} spaces registered (the org and its repos). Try:");

@@ -25,7 +25,10 @@ pub async fn run(cli: Cli) -> Result<()> {
     };
     let mut cfg = Config::load(&overrides)?;
     // The demo narrates on stdout; keep the logs to warnings unless asked.
-    if matches!(cli.command, Command::Demo { .. }) && overrides.log.is_none() && std::env::var("CMCP_DISCOVERY_LOG").is_err() {
+    if matches!(cli.command, Command::Demo { .. })
+        && overrides.log.is_none()
+        && std::env::var("CMCP_DISCOVERY_LOG").is_err()
+    {
         cfg.log = "warn".to_owned();
     }
     crate::logging::init(&cfg.log, &cfg.log_format);
@@ -41,9 +44,17 @@ pub async fn run(cli: Cli) -> Result<()> {
                     Ok(())
                 }
                 Command::Connection(cmd) => connection::run(&app, cmd).await,
-                Command::Sync { connection, wait, timeout_secs } => sync::run(&app, &connection, wait, timeout_secs).await,
+                Command::Sync {
+                    connection,
+                    wait,
+                    timeout_secs,
+                } => sync::run(&app, &connection, wait, timeout_secs).await,
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
-                Command::Runs { connection, limit, json } => sync::runs(&app, connection.as_deref(), limit, json).await,
+                Command::Runs {
+                    connection,
+                    limit,
+                    json,
+                } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
                 Command::Demo { .. } => unreachable!("handled above"),
             }

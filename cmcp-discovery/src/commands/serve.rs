@@ -11,8 +11,15 @@ pub async fn serve(app: &App) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", app.cfg.listen))?;
     info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics");
-    let edge = router(EdgeState { store: app.store.clone(), metrics: install_metrics() });
-    let http = tokio::spawn(async move { axum::serve(listener, edge).with_graceful_shutdown(shutdown_signal()).await });
+    let edge = router(EdgeState {
+        store: app.store.clone(),
+        metrics: install_metrics(),
+    });
+    let http = tokio::spawn(async move {
+        axum::serve(listener, edge)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    });
     let opts = WorkerOptions::unique("serve");
     run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
     http.await.context("http task")?.context("http server")?;
@@ -32,7 +39,8 @@ pub async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };

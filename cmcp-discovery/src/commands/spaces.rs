@@ -8,19 +8,44 @@ use crate::cli::SpacesCmd;
 
 pub async fn run(app: &App, cmd: SpacesCmd) -> Result<()> {
     match cmd {
-        SpacesCmd::List { connection, status, limit, json } => {
+        SpacesCmd::List {
+            connection,
+            status,
+            limit,
+            json,
+        } => {
             let status = match status.as_deref() {
                 None => None,
-                Some(s) => Some(SpaceStatus::parse(s).ok_or_else(|| anyhow::anyhow!("status must be active, missing or tombstoned"))?),
+                Some(s) => Some(SpaceStatus::parse(s).ok_or_else(|| {
+                    anyhow::anyhow!("status must be active, missing or tombstoned")
+                })?),
             };
-            let spaces = app.store.list_spaces(&SpaceFilter { connection_id: connection, status, limit, offset: 0 }).await?;
+            let spaces = app
+                .store
+                .list_spaces(&SpaceFilter {
+                    connection_id: connection,
+                    status,
+                    limit,
+                    offset: 0,
+                })
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&spaces)?);
             } else {
                 for s in &spaces {
                     let archived = if s.archived { " archived" } else { "" };
-                    let vis = s.visibility.map(|v| format!(" {}", v.as_str())).unwrap_or_default();
-                    println!("{}  {}  [{}{}{}]", s.address, s.display_name, s.status.as_str(), vis, archived);
+                    let vis = s
+                        .visibility
+                        .map(|v| format!(" {}", v.as_str()))
+                        .unwrap_or_default();
+                    println!(
+                        "{}  {}  [{}{}{}]",
+                        s.address,
+                        s.display_name,
+                        s.status.as_str(),
+                        vis,
+                        archived
+                    );
                 }
                 println!("{} spaces", spaces.len());
             }
@@ -46,7 +71,12 @@ pub async fn run(app: &App, cmd: SpacesCmd) -> Result<()> {
                     Some(a) => format!("via {} {:?}", a.kind, a.raw),
                     None => "by address".to_owned(),
                 };
-                println!("{}  {}  [{}]  {how}", r.space.address, r.space.display_name, r.space.status.as_str());
+                println!(
+                    "{}  {}  [{}]  {how}",
+                    r.space.address,
+                    r.space.display_name,
+                    r.space.status.as_str()
+                );
             }
             Ok(())
         }
@@ -69,7 +99,12 @@ pub fn print_history(history: &[cmcp_registry::AliasRow]) {
             Some(t) => format!("retired {}", when(t)),
             None => "active".to_owned(),
         };
-        println!("  {:<10} {:<45} since {}  {until}", a.kind.as_str(), a.raw, when(a.valid_from));
+        println!(
+            "  {:<10} {:<45} since {}  {until}",
+            a.kind.as_str(),
+            a.raw,
+            when(a.valid_from)
+        );
     }
 }
 
@@ -79,7 +114,17 @@ pub async fn audit(app: &App, limit: i64, json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&entries)?);
     } else {
         for e in &entries {
-            println!("{}  {}  {}  {}{}", when(e.at), e.actor, e.action, e.target, e.reason.as_ref().map(|r| format!("  ({r})")).unwrap_or_default());
+            println!(
+                "{}  {}  {}  {}{}",
+                when(e.at),
+                e.actor,
+                e.action,
+                e.target,
+                e.reason
+                    .as_ref()
+                    .map(|r| format!("  ({r})"))
+                    .unwrap_or_default()
+            );
         }
     }
     Ok(())

@@ -12,7 +12,9 @@ pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> 
     // Fail on an unknown connection before queueing anything.
     app.store.get_connection(connection).await?;
     let since = chrono::Utc::now().timestamp_millis();
-    app.queue().push(SyncConnection::new(connection, "cli"), None, None).await?;
+    app.queue()
+        .push(SyncConnection::new(connection, "cli"), None, None)
+        .await?;
     if !wait {
         println!("sync of {connection} queued; a worker (serve or worker) will pick it up");
         return Ok(());
@@ -27,7 +29,12 @@ pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> 
 
 /// Run a worker in this process until a run of `connection` that started at
 /// or after `since` finishes.
-pub async fn sync_and_wait(app: &App, connection: &str, since: i64, timeout: Duration) -> Result<SyncRunRow> {
+pub async fn sync_and_wait(
+    app: &App,
+    connection: &str,
+    since: i64,
+    timeout: Duration,
+) -> Result<SyncRunRow> {
     let opts = WorkerOptions::unique("cli");
     let state = app.worker_state(&opts);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -46,7 +53,10 @@ pub async fn sync_and_wait(app: &App, connection: &str, since: i64, timeout: Dur
 pub async fn wait_for_run(store: &Store, connection: &str, since: i64) -> Result<SyncRunRow> {
     loop {
         let runs = store.list_runs(Some(connection), 5).await?;
-        if let Some(run) = runs.into_iter().find(|r| r.started_at >= since && r.outcome != RunOutcome::Running) {
+        if let Some(run) = runs
+            .into_iter()
+            .find(|r| r.started_at >= since && r.outcome != RunOutcome::Running)
+        {
             return Ok(run);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -55,7 +65,13 @@ pub async fn wait_for_run(store: &Store, connection: &str, since: i64) -> Result
 
 pub fn print_run(r: &SyncRunRow) {
     let f = &r.figures;
-    println!("run {} of {}: {} (started {})", r.id, r.connection_id, r.outcome.as_str(), when(r.started_at));
+    println!(
+        "run {} of {}: {} (started {})",
+        r.id,
+        r.connection_id,
+        r.outcome.as_str(),
+        when(r.started_at)
+    );
     println!(
         "  pages {}  requests {}  not-modified {}  retries {}  rate-limit waits {}",
         f.pages, f.requests, f.not_modified, f.retries, f.rate_limit_waits

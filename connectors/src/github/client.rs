@@ -75,7 +75,7 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Failure
         status: status.as_u16(),
         detail,
     };
-    let detail = if msg.is_empty() {
+    let detail = if msg.is_empty() || msg.eq_ignore_ascii_case(reason) {
         reason.to_owned()
     } else {
         format!("{reason}: {msg}")

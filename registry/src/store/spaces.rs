@@ -470,13 +470,15 @@ impl Store {
 
     /// Active aliases of every space of a connection, for comparisons.
     pub async fn active_aliases(&self, connection_id: &str) -> Result<Vec<AliasRow>> {
-        let sql = format!(
-            "SELECT a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to FROM aliases a \
-             JOIN spaces s ON s.address = a.space_address WHERE s.connection_id = $1 AND a.valid_to IS NULL \
-             ORDER BY a.space_address, a.kind, a.value"
-        );
         let raws: Vec<RawAlias> = on_pool!(self, pool => {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(connection_id).fetch_all(pool).await?
+            sqlx::query_as(
+                "SELECT a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to FROM aliases a \
+                 JOIN spaces s ON s.address = a.space_address WHERE s.connection_id = $1 AND a.valid_to IS NULL \
+                 ORDER BY a.space_address, a.kind, a.value",
+            )
+            .bind(connection_id)
+            .fetch_all(pool)
+            .await?
         });
         raws.into_iter().map(TryInto::try_into).collect()
     }

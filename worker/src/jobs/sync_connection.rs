@@ -32,7 +32,11 @@ pub struct SyncConnection {
 
 impl SyncConnection {
     pub fn new(connection_id: impl Into<String>, trigger: impl Into<String>) -> Self {
-        SyncConnection { connection_id: connection_id.into(), trigger: trigger.into(), attempt: 0 }
+        SyncConnection {
+            connection_id: connection_id.into(),
+            trigger: trigger.into(),
+            attempt: 0,
+        }
     }
 }
 
@@ -42,25 +46,44 @@ pub fn backoff(attempt: u32, min: Duration, max: Duration) -> Duration {
     let exp = min.saturating_mul(2u32.saturating_pow(attempt.min(20)));
     let capped = exp.min(max);
     let half = capped / 2;
-    let jitter_ms = rand::rng().random_range(0..=u64::try_from(half.as_millis()).unwrap_or(u64::MAX).max(1));
+    let jitter_ms =
+        rand::rng().random_range(0..=u64::try_from(half.as_millis()).unwrap_or(u64::MAX).max(1));
     half + Duration::from_millis(jitter_ms)
 }
 
 #[instrument(skip_all, fields(job = NAME, connection_id = %job.connection_id, attempt = job.attempt))]
-pub async fn handle(job: SyncConnection, state: Data<Arc<WorkerState>>) -> Result<String, BoxDynError> {
+pub async fn handle(
+    job: SyncConnection,
+    state: Data<Arc<WorkerState>>,
+) -> Result<String, BoxDynError> {
     let state: &WorkerState = &state;
     match run_sync(&state.ctx, &job.connection_id, &job.trigger).await? {
         SyncResult::Deferred { holder, until_ms } => {
             let wait_ms = (until_ms - chrono::Utc::now().timestamp_millis()).max(0);
-            let delay = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)) + backoff(0, Duration::from_millis(200), Duration::from_secs(2));
+            let delay = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))
+                + backoff(0, Duration::from_millis(200), Duration::from_secs(2));
             state.queue.push(job.clone(), Some(delay), None).await?;
-            Ok(format!("deferred: {holder} holds the connection; retrying in {delay:?}"))
+            Ok(format!(
+                "deferred: {holder} holds the connection; retrying in {delay:?}"
+            ))
         }
-        SyncResult::Finished { outcome: RunOutcome::Complete, run_id, figures, .. } => Ok(format!(
+        SyncResult::Finished {
+            outcome: RunOutcome::Complete,
+            run_id,
+            figures,
+            ..
+        } => Ok(format!(
             "complete: run {run_id}, {} seen, {} created, {} renamed, {} missing",
             figures.items_seen, figures.created, figures.renamed, figures.missing
         )),
-        SyncResult::Finished { outcome, run_id, error, retryable, retry_at, .. } => {
+        SyncResult::Finished {
+            outcome,
+            run_id,
+            error,
+            retryable,
+            retry_at,
+            ..
+        } => {
             let why = error.unwrap_or_default();
             let cfg = &state.queue_config;
             if !retryable {
@@ -72,14 +95,25 @@ pub async fn handle(job: SyncConnection, state: Data<Arc<WorkerState>>) -> Resul
                 return Ok(format!("gave up after {} attempts: {why}", job.attempt + 1));
             }
             let delay = match retry_at {
-                Some(at) => (at - chrono::Utc::now()).to_std().unwrap_or_default() + backoff(0, Duration::from_millis(500), Duration::from_secs(5)),
+                Some(at) => {
+                    (at - chrono::Utc::now()).to_std().unwrap_or_default()
+                        + backoff(0, Duration::from_millis(500), Duration::from_secs(5))
+                }
                 None => backoff(job.attempt, cfg.retry_backoff_min, cfg.retry_backoff_max),
             };
-            let next = SyncConnection { attempt: job.attempt + 1, trigger: "retry".to_owned(), ..job.clone() };
+            let next = SyncConnection {
+                attempt: job.attempt + 1,
+                trigger: "retry".to_owned(),
+                ..job.clone()
+            };
             state.queue.push(next, Some(delay), None).await?;
             warn!(run_id, outcome = outcome.as_str(), error = %why, retry_in_ms = delay.as_millis() as u64, "sync incomplete; retry queued");
             info!(run_id, "retry queued");
-            Ok(format!("{}: {why}; retry {} in {delay:?}", outcome.as_str(), job.attempt + 1))
+            Ok(format!(
+                "{}: {why}; retry {} in {delay:?}",
+                outcome.as_str(),
+                job.attempt + 1
+            ))
         }
     }
 }
@@ -95,7 +129,10 @@ mod tests {
         for attempt in 0..10 {
             let d = backoff(attempt, min, max);
             let full = (min * 2u32.pow(attempt)).min(max);
-            assert!(d >= full / 2 && d <= full + Duration::from_millis(1), "attempt {attempt}: {d:?} vs {full:?}");
+            assert!(
+                d >= full / 2 && d <= full + Duration::from_millis(1),
+                "attempt {attempt}: {d:?} vs {full:?}"
+            );
         }
         let samples: std::collections::HashSet<_> = (0..20).map(|_| backoff(5, min, max)).collect();
         assert!(samples.len() > 1, "jitter must vary the delay");

@@ -74,7 +74,10 @@ async fn failing_page_makes_the_listing_partial_and_says_why() {
     assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
     let failure = &report.failures[0];
     assert!(failure.starts_with("page 3: "), "{failure}");
-    assert!(failure.contains("500"), "{failure}");
+    assert!(
+        failure.contains("HTTP 500: Internal Server Error after"),
+        "{failure}"
+    );
     assert!(failure.ends_with("after 3 attempts"), "{failure}");
     // Pages 1 and 2 were sent and stay sent.
     let repos = listed

@@ -3,6 +3,7 @@
 mod faults;
 mod listing;
 mod read;
+mod scripted;
 mod token;
 
 use cmcp_connectors::{GithubConnector, HttpConfig};

@@ -1,0 +1,486 @@
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cmcp_domain::{AliasKind, Owner, RunOutcome, SpaceStatus};
+use cmcp_fixtures::{Faults, GithubSimConfig};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{LeaseAttempt, Store};
+use cmcp_tests::{CONNECTION, Harness, TOKEN, assert_registry_matches, fast_http, repo_address};
+use cmcp_worker::{
+    Queue, QueueConfig, SyncConnection, SyncResult, WorkerOptions, WorkerState, run_sync,
+    run_workers,
+};
+
+async fn sync_once(h: &Harness) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
+    match run_sync(&h.ctx, CONNECTION, "test").await.expect("sync") {
+        SyncResult::Finished {
+            outcome,
+            figures,
+            error,
+            ..
+        } => (outcome, figures, error),
+        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+    }
+}
+
+fn org(repos: usize) -> GithubSimConfig {
+    GithubSimConfig {
+        repos,
+        ..GithubSimConfig::default()
+    }
+}
+
+pub async fn full_sync_of_1000_repos_gives_exactly_1000_spaces(db: TestDb) {
+    let h = Harness::start(db, org(1000), fast_http()).await;
+    let (outcome, figures, error) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_eq!(figures.pages, 10);
+    assert_eq!(figures.created, 1001, "1000 repos and their org");
+    assert_registry_matches(h.store(), &h.sim).await;
+    assert_eq!(
+        h.store()
+            .count_spaces(Some(CONNECTION), None)
+            .await
+            .unwrap(),
+        1001
+    );
+    // The run's figures are recorded.
+    let run = h.store().last_run(CONNECTION).await.unwrap().unwrap();
+    assert_eq!(run.outcome, RunOutcome::Complete);
+    assert_eq!(run.figures.items_seen, 1001);
+    assert!(run.figures.requests >= 11);
+    assert!(run.finished_at.is_some());
+}
+
+pub async fn rename_upstream_keeps_space_id_and_old_alias_resolves(db: TestDb) {
+    let h = Harness::start(db, org(30), fast_http()).await;
+    assert_eq!(sync_once(&h).await.0, RunOutcome::Complete);
+    let before = h.sim.repos()[4].clone();
+    h.sim.rename_repo(before.id, "billing-service");
+    let (outcome, figures, _) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete);
+    assert_eq!(figures.renamed, 1);
+    assert_eq!(figures.created, 0);
+    assert_registry_matches(h.store(), &h.sim).await;
+    let address = repo_address(before.id);
+    let new = h
+        .store()
+        .resolve("git@github.com:acme/billing-service.git")
+        .await
+        .unwrap();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].space.address, address);
+    assert!(!new[0].retired);
+    for old_spelling in [
+        before.ssh_url.as_str(),
+        before.clone_url.as_str(),
+        before.html_url.as_str(),
+        before.full_name.as_str(),
+    ] {
+        let old = h.store().resolve(old_spelling).await.unwrap();
+        assert_eq!(old.len(), 1, "{old_spelling}");
+        assert_eq!(old[0].space.address, address, "{old_spelling}");
+        assert!(
+            old[0].retired,
+            "{old_spelling} must say the alias is retired"
+        );
+    }
+    assert_eq!(
+        h.store()
+            .count_spaces(Some(CONNECTION), None)
+            .await
+            .unwrap(),
+        31,
+        "no second space"
+    );
+}
+
+pub async fn failing_page_makes_a_partial_run_that_marks_nothing_missing(db: TestDb) {
+    let mut http = fast_http();
+    http.per_page = 10;
+    http.max_attempts = 3;
+    let h = Harness::start(db, org(50), http).await;
+    assert_eq!(sync_once(&h).await.0, RunOutcome::Complete);
+    // Upstream loses a repo, and page 3 keeps failing.
+    let gone = h.sim.repos()[45].clone();
+    h.sim.delete_repo(gone.id);
+    h.sim.set_faults(Faults {
+        failing_pages: BTreeSet::from([3]),
+        ..Faults::default()
+    });
+    let (outcome, figures, error) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Partial);
+    assert!(
+        error.unwrap_or_default().contains("page 3"),
+        "the failure names the page"
+    );
+    assert_eq!(figures.missing, 0);
+    assert_eq!(
+        h.store()
+            .count_spaces(Some(CONNECTION), Some(SpaceStatus::Missing))
+            .await
+            .unwrap(),
+        0,
+        "a partial listing marks nothing missing"
+    );
+    let space = h
+        .store()
+        .get_space(&repo_address(gone.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(space.status, SpaceStatus::Active);
+    // The page recovers: the next run completes and the deleted repo is missing, not gone.
+    h.sim.set_faults(Faults::default());
+    let (outcome, figures, _) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete);
+    assert_eq!(figures.missing, 1);
+    assert_eq!(
+        h.store()
+            .get_space(&repo_address(gone.id))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        SpaceStatus::Missing
+    );
+    assert_registry_matches(h.store(), &h.sim).await;
+}
+
+pub async fn ten_percent_faults_still_end_with_the_exact_registry(db: TestDb) {
+    let mut http = fast_http();
+    http.per_page = 20;
+    let faults = Faults {
+        server_error: 0.04,
+        rate_limited_429: 0.02,
+        drop_connection: 0.02,
+        truncated_body: 0.01,
+        secondary_403: 0.01,
+        retry_after_secs: 1,
+        ..Faults::default()
+    };
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 1000,
+            faults,
+            seed: 7,
+            ..GithubSimConfig::default()
+        },
+        http,
+    )
+    .await;
+    let (outcome, figures, error) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert!(h.sim.stats().faults_injected > 0, "faults were injected");
+    assert!(figures.retries > 0, "and retried");
+    assert_registry_matches(h.store(), &h.sim).await;
+    // Changes upstream under the same faults still converge exactly.
+    let repos = h.sim.repos();
+    h.sim.rename_repo(repos[10].id, "renamed-under-faults");
+    h.sim.set_archived(repos[20].id, true);
+    h.sim.create_repo("brand-new");
+    let (outcome, _, error) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_registry_matches(h.store(), &h.sim).await;
+}
+
+pub async fn complete_listing_marks_deleted_and_transferred_repos_missing(db: TestDb) {
+    let h = Harness::start(db, org(12), fast_http()).await;
+    assert_eq!(sync_once(&h).await.0, RunOutcome::Complete);
+    let repos = h.sim.repos();
+    h.sim.delete_repo(repos[0].id);
+    h.sim.transfer_repo(repos[1].id, "someone-else", 777);
+    let (outcome, figures, _) = sync_once(&h).await;
+    assert_eq!(outcome, RunOutcome::Complete);
+    assert_eq!(figures.missing, 2);
+    for r in &repos[..2] {
+        let s = h
+            .store()
+            .get_space(&repo_address(r.id))
+            .await
+            .unwrap()
+            .expect("kept, not deleted");
+        assert_eq!(s.status, SpaceStatus::Missing);
+        assert!(
+            !h.store()
+                .alias_history(&repo_address(r.id))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    assert_registry_matches(h.store(), &h.sim).await;
+}
+
+pub async fn sync_through_the_queue_and_a_worker(db: TestDb) {
+    cmcp_worker::queue::setup(&db.store)
+        .await
+        .expect("queue tables");
+    let h = Harness::start(db, org(120), fast_http()).await;
+    let qcfg = QueueConfig {
+        poll_interval: Duration::from_millis(100),
+        ..QueueConfig::default()
+    };
+    let queue = Queue::new(h.store(), &qcfg);
+    let opts = WorkerOptions::unique("it");
+    let mut ctx = h.ctx.clone();
+    ctx.holder = opts.name.clone();
+    let state = Arc::new(WorkerState {
+        ctx,
+        queue: queue.clone(),
+        queue_config: qcfg,
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(run_workers(state, opts, async move {
+        let _ = stopped.await;
+    }));
+    queue
+        .push(SyncConnection::new(CONNECTION, "test"), None, None)
+        .await
+        .unwrap();
+    let run = wait_for_complete_run(h.store(), Duration::from_secs(60)).await;
+    assert_eq!(run.figures.created, 121);
+    assert_registry_matches(h.store(), &h.sim).await;
+    let _ = stop.send(());
+    worker.await.unwrap().unwrap();
+}
+
+async fn wait_for_complete_run(store: &Store, limit: Duration) -> cmcp_registry::SyncRunRow {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(run) = store
+            .list_runs(Some(CONNECTION), 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.outcome == RunOutcome::Complete)
+        {
+            return run;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no complete run within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn token_never_reaches_the_database(db: TestDb) {
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 150,
+            faults: Faults {
+                server_error: 0.1,
+                ..Faults::default()
+            },
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    sync_once(&h).await;
+    assert_database_has_no_token(h.store(), &h.db.url).await;
+}
+
+/// Every byte of the SQLite file (with its WAL) or every row of every
+/// PostgreSQL table, the queue's included, is free of the token.
+pub async fn assert_database_has_no_token(store: &Store, url: &str) {
+    match store {
+        Store::Sqlite(pool) => {
+            let _ = sqlx::query("PRAGMA wal_checkpoint(FULL)")
+                .execute(pool)
+                .await;
+            let path = url.trim_start_matches("sqlite://");
+            let mut checked = 0;
+            for suffix in ["", "-wal", "-shm"] {
+                if let Ok(bytes) = std::fs::read(format!("{path}{suffix}")) {
+                    checked += bytes.len();
+                    assert!(
+                        !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                        "token found in {path}{suffix}"
+                    );
+                }
+            }
+            assert!(checked > 10_000, "the database file was read");
+        }
+        Store::Postgres(pool) => {
+            let tables: Vec<(String,)> = sqlx::query_as(
+                "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname IN ('public', 'apalis')",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            assert!(tables.len() >= 5, "{tables:?}");
+            for (table,) in tables {
+                let (text,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT string_agg(t::text, ' ') FROM {table} t"
+                )))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+                assert!(
+                    !text.unwrap_or_default().contains(TOKEN),
+                    "token found in {table}"
+                );
+            }
+        }
+    }
+}
+
+pub async fn second_holder_defers_while_a_sync_runs(db: TestDb) {
+    let h = Harness::start(db, org(5), fast_http()).await;
+    assert_eq!(
+        h.store()
+            .try_acquire_lease(CONNECTION, "another-worker", 30_000)
+            .await
+            .unwrap(),
+        LeaseAttempt::Acquired
+    );
+    match run_sync(&h.ctx, CONNECTION, "test").await.unwrap() {
+        SyncResult::Deferred { holder, .. } => assert_eq!(holder, "another-worker"),
+        other => panic!("expected a deferral, got {other:?}"),
+    }
+    assert!(
+        h.store().last_run(CONNECTION).await.unwrap().is_none(),
+        "nothing ran"
+    );
+    h.store()
+        .release_lease(CONNECTION, "another-worker")
+        .await
+        .unwrap();
+    assert_eq!(sync_once(&h).await.0, RunOutcome::Complete);
+}
+
+/// A `MakeWriter` that keeps everything in memory.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
+    type Writer = Capture;
+    fn make_writer(&'a self) -> Capture {
+        self.clone()
+    }
+}
+
+/// Trace-level logs of a whole sync (with faults and retries) and of a
+/// refused token never contain the token. The runtime is single-threaded so
+/// every task logs into this test's subscriber.
+async fn trace_logs_never_contain_the_token(db: TestDb) {
+    let _ = tracing_log::LogTracer::init();
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(capture.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let faults = Faults {
+        server_error: 0.1,
+        drop_connection: 0.05,
+        ..Faults::default()
+    };
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 60,
+            faults,
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    let token = h
+        .store()
+        .connection_token(&h.ctx.cipher, CONNECTION)
+        .await
+        .unwrap();
+    tracing::debug!(?token, %token, "a careless log line");
+    sync_once(&h).await;
+    // A connection whose token the upstream refuses: the 401 path logs too.
+    let other = cmcp_fixtures::GithubSim::start(GithubSimConfig {
+        repos: 3,
+        token: Some("another".into()),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    cmcp_tests::add_connection(
+        h.store(),
+        "github-refused",
+        &other.base_url(),
+        Owner::Company,
+    )
+    .await;
+    let refused = run_sync(&h.ctx, "github-refused", "test").await.unwrap();
+    assert!(
+        matches!(
+            refused,
+            SyncResult::Finished {
+                outcome: RunOutcome::Failed,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_database_has_no_token(h.store(), &h.db.url).await;
+    let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.len() > 1_000 && logs.contains("TRACE"),
+        "trace logs were captured ({} bytes)",
+        logs.len()
+    );
+    assert!(!logs.contains(TOKEN), "the token leaked into the logs");
+}
+
+#[tokio::test]
+async fn trace_logs_never_contain_the_token_sqlite() {
+    trace_logs_never_contain_the_token(TestDb::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn trace_logs_never_contain_the_token_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    trace_logs_never_contain_the_token(db).await;
+}
+
+#[tokio::test]
+async fn alias_kinds_cover_the_repo() {
+    // Guard for the assertion helper itself: a repo has five alias kinds
+    // (two remote spellings normalise to one).
+    let r = cmcp_fixtures::RepoSnapshot {
+        id: 1,
+        node_id: "R_x".into(),
+        name: "n".into(),
+        full_name: "o/n".into(),
+        owner_login: "o".into(),
+        owner_id: 2,
+        private: false,
+        archived: false,
+        visibility: "public".into(),
+        html_url: "https://github.com/o/n".into(),
+        clone_url: "https://github.com/o/n.git".into(),
+        ssh_url: "git@github.com:o/n.git".into(),
+    };
+    let kinds: BTreeSet<AliasKind> = cmcp_tests::expected_aliases(&r)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(kinds.len(), 5);
+    assert_eq!(cmcp_tests::expected_aliases(&r).len(), 5);
+}
