@@ -176,3 +176,48 @@ pub async fn assert_registry_matches(store: &Store, sim: &GithubSim) {
         sim.org().to_lowercase()
     );
 }
+
+/// Every byte of the SQLite file (with its WAL) or every row of every
+/// PostgreSQL table, the queue's included, is free of the token.
+pub async fn assert_database_has_no_token(store: &Store, url: &str) {
+    match store {
+        Store::Sqlite(pool) => {
+            let _ = sqlx::query("PRAGMA wal_checkpoint(FULL)")
+                .execute(pool)
+                .await;
+            let path = url.trim_start_matches("sqlite://");
+            let mut checked = 0;
+            for suffix in ["", "-wal", "-shm"] {
+                if let Ok(bytes) = std::fs::read(format!("{path}{suffix}")) {
+                    checked += bytes.len();
+                    assert!(
+                        !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                        "token found in {path}{suffix}"
+                    );
+                }
+            }
+            assert!(checked > 10_000, "the database file was read");
+        }
+        Store::Postgres(pool) => {
+            let tables: Vec<(String,)> = sqlx::query_as(
+                "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname IN ('public', 'apalis')",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            assert!(tables.len() >= 5, "{tables:?}");
+            for (table,) in tables {
+                let (text,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT string_agg(t::text, ' ') FROM {table} t"
+                )))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+                assert!(
+                    !text.unwrap_or_default().contains(TOKEN),
+                    "token found in {table}"
+                );
+            }
+        }
+    }
+}

@@ -1,13 +1,15 @@
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use cmcp_domain::{AliasKind, Owner, RunOutcome, SpaceStatus};
+use cmcp_domain::{AliasKind, RunOutcome, SpaceStatus};
 use cmcp_fixtures::{Faults, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{LeaseAttempt, Store};
-use cmcp_tests::{CONNECTION, Harness, TOKEN, assert_registry_matches, fast_http, repo_address};
+use cmcp_tests::{
+    CONNECTION, Harness, assert_database_has_no_token, assert_registry_matches, fast_http,
+    repo_address,
+};
 use cmcp_worker::{
     Queue, QueueConfig, SyncConnection, SyncResult, WorkerOptions, WorkerState, run_sync,
     run_workers,
@@ -286,51 +288,6 @@ pub async fn token_never_reaches_the_database(db: TestDb) {
     assert_database_has_no_token(h.store(), &h.db.url).await;
 }
 
-/// Every byte of the SQLite file (with its WAL) or every row of every
-/// PostgreSQL table, the queue's included, is free of the token.
-pub async fn assert_database_has_no_token(store: &Store, url: &str) {
-    match store {
-        Store::Sqlite(pool) => {
-            let _ = sqlx::query("PRAGMA wal_checkpoint(FULL)")
-                .execute(pool)
-                .await;
-            let path = url.trim_start_matches("sqlite://");
-            let mut checked = 0;
-            for suffix in ["", "-wal", "-shm"] {
-                if let Ok(bytes) = std::fs::read(format!("{path}{suffix}")) {
-                    checked += bytes.len();
-                    assert!(
-                        !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
-                        "token found in {path}{suffix}"
-                    );
-                }
-            }
-            assert!(checked > 10_000, "the database file was read");
-        }
-        Store::Postgres(pool) => {
-            let tables: Vec<(String,)> = sqlx::query_as(
-                "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname IN ('public', 'apalis')",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap();
-            assert!(tables.len() >= 5, "{tables:?}");
-            for (table,) in tables {
-                let (text,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT string_agg(t::text, ' ') FROM {table} t"
-                )))
-                .fetch_one(pool)
-                .await
-                .unwrap();
-                assert!(
-                    !text.unwrap_or_default().contains(TOKEN),
-                    "token found in {table}"
-                );
-            }
-        }
-    }
-}
-
 pub async fn second_holder_defers_while_a_sync_runs(db: TestDb) {
     let h = Harness::start(db, org(5), fast_http()).await;
     assert_eq!(
@@ -353,110 +310,6 @@ pub async fn second_holder_defers_while_a_sync_runs(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(sync_once(&h).await.0, RunOutcome::Complete);
-}
-
-/// A `MakeWriter` that keeps everything in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
-/// Trace-level logs of a whole sync (with faults and retries) and of a
-/// refused token never contain the token. The runtime is single-threaded so
-/// every task logs into this test's subscriber.
-async fn trace_logs_never_contain_the_token(db: TestDb) {
-    let _ = tracing_log::LogTracer::init();
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(capture.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let faults = Faults {
-        server_error: 0.1,
-        drop_connection: 0.05,
-        ..Faults::default()
-    };
-    let h = Harness::start(
-        db,
-        GithubSimConfig {
-            repos: 60,
-            faults,
-            ..GithubSimConfig::default()
-        },
-        fast_http(),
-    )
-    .await;
-    let token = h
-        .store()
-        .connection_token(&h.ctx.cipher, CONNECTION)
-        .await
-        .unwrap();
-    tracing::debug!(?token, %token, "a careless log line");
-    sync_once(&h).await;
-    // A connection whose token the upstream refuses: the 401 path logs too.
-    let other = cmcp_fixtures::GithubSim::start(GithubSimConfig {
-        repos: 3,
-        token: Some("another".into()),
-        ..GithubSimConfig::default()
-    })
-    .await
-    .unwrap();
-    cmcp_tests::add_connection(
-        h.store(),
-        "github-refused",
-        &other.base_url(),
-        Owner::Company,
-    )
-    .await;
-    let refused = run_sync(&h.ctx, "github-refused", "test").await.unwrap();
-    assert!(
-        matches!(
-            refused,
-            SyncResult::Finished {
-                outcome: RunOutcome::Failed,
-                ..
-            }
-        ),
-        "{refused:?}"
-    );
-    assert_database_has_no_token(h.store(), &h.db.url).await;
-    let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        logs.len() > 1_000 && logs.contains("TRACE"),
-        "trace logs were captured ({} bytes)",
-        logs.len()
-    );
-    assert!(!logs.contains(TOKEN), "the token leaked into the logs");
-}
-
-#[tokio::test]
-async fn trace_logs_never_contain_the_token_sqlite() {
-    trace_logs_never_contain_the_token(TestDb::sqlite().await).await;
-}
-
-#[tokio::test]
-async fn trace_logs_never_contain_the_token_postgres() {
-    let Some(db) = TestDb::postgres().await else {
-        return;
-    };
-    trace_logs_never_contain_the_token(db).await;
 }
 
 #[tokio::test]
