@@ -84,6 +84,12 @@ pub async fn run_sync(ctx: &SyncContext, connection_id: &str, trigger: &str) -> 
         info!(%holder, until_ms, "connection is being synced elsewhere; deferring");
         return Ok(SyncResult::Deferred { holder, until_ms });
     }
+    // Holding the lease, no other run of this connection is alive: any run
+    // still marked running belonged to a worker that died.
+    let abandoned = ctx.store.abandon_running_runs(connection_id).await?;
+    if abandoned > 0 {
+        warn!(abandoned, "closed runs left behind by a stopped worker");
+    }
     let lost = Arc::new(AtomicBool::new(false));
     let renewer = spawn_lease_renewer(ctx.clone(), connection_id.to_owned(), lost.clone());
     let result = sync_under_lease(ctx, &connection, trigger, &lost).await;

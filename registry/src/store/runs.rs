@@ -168,3 +168,20 @@ impl Store {
             .next())
     }
 }
+
+impl Store {
+    /// Close the runs of a connection left `running` by a worker that died.
+    /// Only the lease holder calls this, so no live run can be among them.
+    pub async fn abandon_running_runs(&self, connection_id: &str) -> Result<u64> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE sync_runs SET outcome = 'failed', finished_at = $1, \
+                 error = 'abandoned: its worker stopped before finishing' \
+                 WHERE connection_id = $2 AND outcome = 'running'",
+            )
+            .bind(now).bind(connection_id).execute(pool).await?.rows_affected()
+        });
+        Ok(n)
+    }
+}

@@ -1,0 +1,145 @@
+//! The binary as a person uses it: the offline demo on a fresh directory,
+//! the registry commands after it, and clear errors for common mistakes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cli(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
+        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
+        .env_remove("CMCP_DISCOVERY_CONFIG")
+        .env_remove("CMCP_DISCOVERY_DATA_DIR")
+        .output()
+        .expect("run cmcp-discovery")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn demo_then_list_and_resolve_from_its_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["demo", "--repos", "25"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("renamed 1"), "{stdout}");
+    assert!(stdout.contains("acme/payments-api"), "{stdout}");
+    assert!(
+        dir.path()
+            .join(".cmcp-discovery/cmcp-discovery.db")
+            .exists()
+    );
+
+    let out = cli(dir.path(), &["spaces", "list"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("26 spaces"), "{stdout}");
+    assert!(stdout.contains("acme/payments-api"));
+
+    let out = cli(
+        dir.path(),
+        &["spaces", "resolve", "git@github.com:acme/repo-00003.git"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("space:github-repo:github.com/"), "{stdout}");
+    assert!(stdout.contains("via retired"), "{stdout}");
+
+    let out = cli(dir.path(), &["connection", "list"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("RISK [write-scope]"), "{stdout}");
+    assert!(stdout.contains("last run complete"), "{stdout}");
+
+    // A second demo reuses the connection and the file.
+    let out = cli(dir.path(), &["demo", "--repos", "25"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+}
+
+#[test]
+fn clear_errors_for_common_mistakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "github",
+            "--org",
+            "acme",
+            "--token-file",
+            "missing.txt",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).1.contains("cannot read token file missing.txt"),
+        "{}",
+        text(&out).1
+    );
+
+    let out = cli(dir.path(), &["sync", "nope"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).1.contains("connection \"nope\" not found"),
+        "{}",
+        text(&out).1
+    );
+
+    let out = cli(
+        dir.path(),
+        &[
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+            "connection",
+            "list",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(
+        err.contains("cannot open the registry") && err.contains("127.0.0.1:1"),
+        "{err}"
+    );
+
+    let out = cli(dir.path(), &["--database-url", "mysql://x", "migrate"]);
+    assert!(
+        text(&out).1.contains("neither sqlite: nor postgres"),
+        "{}",
+        text(&out).1
+    );
+
+    std::fs::write(dir.path().join("token"), "ghp_x\n").unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "github",
+            "--org",
+            "acme",
+            "--token-file",
+            "token",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out).1);
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "github",
+            "--org",
+            "acme",
+            "--token-file",
+            "token",
+        ],
+    );
+    assert!(text(&out).1.contains("already exists"), "{}", text(&out).1);
+}

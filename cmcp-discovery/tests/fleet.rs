@@ -1,0 +1,200 @@
+//! A fleet on PostgreSQL, with real worker processes of the binary: a
+//! worker killed (SIGKILL) in the middle of a sync loses nothing; another
+//! picks the job up once the dead one's heartbeat and lease lapse, and the
+//! registry ends exactly equal to the upstream, with no duplicate space.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cmcp_domain::{Owner, RunOutcome};
+use cmcp_fixtures::{GithubSim, GithubSimConfig};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{Cipher, Store};
+use cmcp_tests::{CONNECTION, assert_registry_matches, init_tls};
+use cmcp_worker::{Queue, QueueConfig, SyncConnection};
+
+const FLEET_CONFIG: &str = r#"
+log = "info"
+[http]
+per_page = 20
+backoff_min = "20ms"
+backoff_max = "200ms"
+[queue]
+poll_interval = "100ms"
+heartbeat = "1s"
+missed_heartbeats = 2
+[sync]
+lease_ttl = "2s"
+"#;
+
+struct Worker(Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_worker(dir: &std::path::Path, url: &str, key: &str, name: &str) -> Worker {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+        .args([
+            "--config",
+            dir.join("fleet.toml").to_str().expect("utf-8 path"),
+            "worker",
+        ])
+        .env("CMCP_DISCOVERY_DATABASE_URL", url)
+        .env("CMCP_DISCOVERY_MASTER_KEY", key)
+        .env("CMCP_DISCOVERY_DATA_DIR", dir)
+        .env("HOSTNAME", name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start a worker process");
+    Worker(child)
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn spaces(store: &Store) -> u64 {
+    store.count_spaces(Some(CONNECTION), None).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    init_tls();
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let key = hex::encode([7u8; 32]);
+    let cipher = Cipher::from_key_text(&key).unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 1000,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        latency: Duration::from_millis(60),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    // The workers open the token with the same master key as this test.
+    db.store
+        .create_connection(
+            &cipher,
+            cmcp_registry::NewConnection {
+                id: CONNECTION.to_owned(),
+                spec: cmcp_domain::ConnectionSpec {
+                    platform: cmcp_domain::Platform::Github,
+                    scope: "acme".into(),
+                    base_url: sim.base_url(),
+                },
+                owner: Owner::Company,
+                token: cmcp_domain::Token::new(cmcp_tests::TOKEN),
+                settings: serde_json::json!({}),
+            },
+            "test",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.toml"), FLEET_CONFIG).unwrap();
+
+    let mut first = start_worker(dir.path(), &db.url, &key, "worker-a");
+    let qcfg = QueueConfig {
+        heartbeat: Duration::from_secs(1),
+        missed_heartbeats: 2,
+        ..QueueConfig::default()
+    };
+    Queue::new(&db.store, &qcfg)
+        .push(SyncConnection::new(CONNECTION, "test"), None, None)
+        .await
+        .unwrap();
+
+    // Kill the first worker once it has written part of the catalogue.
+    wait_until(
+        "the first worker to write some pages",
+        Duration::from_secs(30),
+        || async { spaces(&db.store).await >= 200 },
+    )
+    .await;
+    first.0.kill().expect("SIGKILL the first worker");
+    let _ = first.0.wait();
+    let written = spaces(&db.store).await;
+    assert!(
+        written < 1001,
+        "the kill came mid-sync ({written} spaces written)"
+    );
+    let runs = db.store.list_runs(Some(CONNECTION), 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].outcome,
+        RunOutcome::Running,
+        "the killed run never finished"
+    );
+
+    let _second = start_worker(dir.path(), &db.url, &key, "worker-b");
+    wait_until(
+        "a complete run by the second worker",
+        Duration::from_secs(90),
+        || async {
+            db.store
+                .list_runs(Some(CONNECTION), 10)
+                .await
+                .unwrap()
+                .iter()
+                .any(|r| r.outcome == RunOutcome::Complete)
+        },
+    )
+    .await;
+
+    assert_registry_matches(&db.store, &sim).await;
+    assert_eq!(
+        spaces(&db.store).await,
+        1001,
+        "1000 repos and the org, no duplicates"
+    );
+    let runs = db.store.list_runs(Some(CONNECTION), 10).await.unwrap();
+    let complete = runs
+        .iter()
+        .find(|r| r.outcome == RunOutcome::Complete)
+        .unwrap();
+    assert!(
+        complete
+            .worker
+            .as_deref()
+            .unwrap_or_default()
+            .contains("worker-b"),
+        "{runs:#?}"
+    );
+    let abandoned = runs
+        .iter()
+        .find(|r| r.worker.as_deref().unwrap_or_default().contains("worker-a"))
+        .unwrap();
+    assert_eq!(
+        abandoned.outcome,
+        RunOutcome::Failed,
+        "the dead worker's run is closed as abandoned"
+    );
+    assert!(
+        abandoned
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("abandoned")
+    );
+}
