@@ -90,16 +90,7 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     );
 
     println!("\n== first sync, through the queue and a worker ({per_page} repos per page)");
-    let since = chrono::Utc::now().timestamp_millis();
-    app.queue()
-        .push(
-            cmcp_worker::SyncConnection::new(CONNECTION, "demo"),
-            None,
-            None,
-        )
-        .await?;
-    let run = sync_and_wait(&app, CONNECTION, since, Duration::from_secs(120)).await?;
-    print_run(&run);
+    queue_and_wait(&app).await?;
     let conn = app.store.get_connection(CONNECTION).await?;
     for risk in &conn.risks {
         println!("  RISK [{}] {}", risk.code, risk.message);
@@ -118,16 +109,7 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     );
 
     println!("\n== second sync");
-    let since = chrono::Utc::now().timestamp_millis();
-    app.queue()
-        .push(
-            cmcp_worker::SyncConnection::new(CONNECTION, "demo"),
-            None,
-            None,
-        )
-        .await?;
-    let run = sync_and_wait(&app, CONNECTION, since, Duration::from_secs(120)).await?;
-    print_run(&run);
+    queue_and_wait(&app).await?;
 
     let host = url::Url::parse(&victim.html_url)
         .ok()
@@ -150,5 +132,21 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     println!("  cmcp-discovery spaces resolve https://{host}/acme/{new_name}");
     println!("  cmcp-discovery connection list");
     sim.shutdown().await;
+    Ok(())
+}
+
+/// Queue a sync of the demo connection, run it with an in-process worker
+/// and print the run's figures.
+async fn queue_and_wait(app: &App) -> Result<()> {
+    let since = chrono::Utc::now().timestamp_millis();
+    app.queue()
+        .push(
+            cmcp_worker::SyncConnection::new(CONNECTION, "demo"),
+            None,
+            None,
+        )
+        .await?;
+    let run = sync_and_wait(app, CONNECTION, since, Duration::from_secs(120)).await?;
+    print_run(&run);
     Ok(())
 }
