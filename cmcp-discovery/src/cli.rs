@@ -41,6 +41,12 @@ pub enum Command {
     },
     /// A worker process only (for a fleet on PostgreSQL).
     Worker,
+    /// The webhook gateway only: POST /hooks/{platform}/{connection} plus health and metrics.
+    Gateway {
+        /// Listen address; also CMCP_DISCOVERY_LISTEN.
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Apply the registry's and the queue's migrations, then exit.
     Migrate,
     /// Manage connections.
@@ -75,6 +81,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// cMCP's places (projects, teams, clients) that proposals map to.
+    #[command(subcommand)]
+    Places(PlacesCmd),
+    /// API keys for the admin API and the /admin screen.
+    #[command(subcommand)]
+    Keys(KeysCmd),
     /// Offline demo against the simulated upstream: sync, rename, sync again.
     Demo {
         /// Repos in the simulated org.
@@ -92,6 +104,20 @@ pub enum ConnectionCmd {
     List {
         #[arg(long)]
         json: bool,
+    },
+    /// The connection's webhook URL, the steps to register it, and (with --show-secret) its secret.
+    WebhookInfo {
+        connection: String,
+        /// Print the webhook secret (audited).
+        #[arg(long)]
+        show_secret: bool,
+    },
+    /// Make a new webhook secret; the old one stays valid for the overlap.
+    RotateSecret {
+        connection: String,
+        /// Seconds the old secret keeps working.
+        #[arg(long, default_value_t = 86_400)]
+        overlap_secs: u64,
     },
 }
 
@@ -113,6 +139,70 @@ pub enum AddCmd {
         /// A person's own token: it only ever writes that person's spaces.
         #[arg(long, value_name = "PERSON")]
         person: Option<String>,
+    },
+    /// A Bitbucket Cloud workspace (its projects and repositories).
+    Bitbucket {
+        /// Workspace id (slug).
+        #[arg(long)]
+        workspace: String,
+        /// File holding the token: an API token with --email (Basic auth), else a workspace/project access token (Bearer). App passwords are refused.
+        #[arg(long)]
+        token_file: PathBuf,
+        /// Atlassian account e-mail that goes with an API token.
+        #[arg(long)]
+        email: Option<String>,
+        #[arg(long, default_value = "https://api.bitbucket.org")]
+        base_url: String,
+        /// Connection id (default: bitbucket-<workspace>).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// A Jira Cloud site (its projects, archived and trashed ones included).
+    Jira {
+        /// Site URL, e.g. https://acme.atlassian.net.
+        #[arg(long)]
+        site: String,
+        /// File holding the API token.
+        #[arg(long)]
+        token_file: PathBuf,
+        /// Atlassian account e-mail of the token.
+        #[arg(long)]
+        email: String,
+        /// A scoped API token: calls go through https://api.atlassian.com/ex/jira/<cloud id>.
+        #[arg(long, requires = "cloud_id")]
+        scoped: bool,
+        /// The site's cloudId (needed with --scoped).
+        #[arg(long)]
+        cloud_id: Option<String>,
+        /// Connection id (default: jira-<site host>).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// A Google Workspace domain (its shared drives and their folders), read by a service account with domain-wide delegation.
+    Drive {
+        /// The Workspace domain, e.g. example.com.
+        #[arg(long)]
+        domain: String,
+        /// The service account's JSON key file (stored sealed; never shown again).
+        #[arg(long)]
+        service_account_file: PathBuf,
+        /// The Workspace admin to impersonate (needs drive.readonly delegated).
+        #[arg(long)]
+        subject: String,
+        /// Folder levels listed below each shared drive (1 = the drive root's folders).
+        #[arg(long, default_value_t = 2)]
+        depth: u32,
+        /// List every shared drive of the domain as its admin (useDomainAdminAccess).
+        #[arg(long)]
+        domain_admin_access: bool,
+        #[arg(long, default_value = "https://www.googleapis.com")]
+        base_url: String,
+        /// OAuth token endpoint (default: the key's token_uri).
+        #[arg(long)]
+        token_url: Option<String>,
+        /// Connection id (default: drive-<domain>).
+        #[arg(long)]
+        id: Option<String>,
     },
 }
 
@@ -142,4 +232,41 @@ pub enum SpacesCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlacesCmd {
+    /// Load the complete set of places from a JSON array of {id, kind, name, key?, aliases?}; places not in it are retired.
+    Import {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List places, retired ones included.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCmd {
+    /// Create a key and print it once.
+    Create {
+        /// admin, member or service.
+        #[arg(long)]
+        role: String,
+        /// Named powers of an admin key: mappings, connections (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        powers: Vec<String>,
+        #[arg(long)]
+        name: String,
+    },
+    /// List keys (never the keys themselves).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key and end its sessions.
+    Revoke { id: String },
 }

@@ -31,6 +31,11 @@ pub struct Config {
     pub http: HttpConfig,
     pub queue: QueueConfig,
     pub sync: SyncConfig,
+    /// The base URL platforms reach this fleet's webhook gateway at;
+    /// `connection webhook-info` prints `<public_url>/hooks/<platform>/<id>`.
+    pub public_url: String,
+    /// Webhook gateway settings (body cap).
+    pub gateway: cmcp_webhook_gateway::GatewayConfig,
 }
 
 impl Default for Config {
@@ -44,6 +49,8 @@ impl Default for Config {
             http: HttpConfig::default(),
             queue: QueueConfig::default(),
             sync: SyncConfig::default(),
+            public_url: "http://127.0.0.1:8080".to_owned(),
+            gateway: cmcp_webhook_gateway::GatewayConfig::default(),
         }
     }
 }

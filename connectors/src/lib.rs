@@ -11,17 +11,23 @@
 //! `model.rs` for wire types, `mapping.rs` for wire → record). Platforms
 //! never import each other; [`build`] is the one place that names them.
 
+pub mod bitbucket;
 pub mod common;
+pub mod drive;
 pub mod error;
 pub mod github;
+pub mod jira;
 
 use cmcp_domain::{ConnectionSpec, Platform, RiskNotice, SpaceAddress, SpaceRecord, Token};
 use tokio::sync::mpsc::Sender;
 
+pub use bitbucket::BitbucketConnector;
 pub use common::config::HttpConfig;
 pub use common::http::HttpFigures;
+pub use drive::DriveConnector;
 pub use error::{ConnectorError, Result};
 pub use github::GithubConnector;
+pub use jira::JiraConnector;
 
 /// One platform tenant, read-only.
 #[async_trait::async_trait]
@@ -67,8 +73,9 @@ pub struct ListingReport {
     pub risks: Vec<RiskNotice>,
 }
 
-/// The one registry function naming the platforms. GitHub is implemented;
-/// the others answer `Unsupported` until their connectors land.
+/// The one registry function naming the platforms. Drive needs the
+/// connection's settings (the admin to impersonate): build it with
+/// [`build_with_settings`] (or [`build_with`]); here it is a config error.
 pub fn build(spec: &ConnectionSpec, token: Token, cfg: &HttpConfig) -> Result<Box<dyn Connector>> {
     match spec.platform {
         Platform::Github => Ok(Box::new(GithubConnector::new(
@@ -77,15 +84,73 @@ pub fn build(spec: &ConnectionSpec, token: Token, cfg: &HttpConfig) -> Result<Bo
             token,
             cfg.clone(),
         )?)),
-        Platform::Bitbucket => Err(ConnectorError::Unsupported {
-            platform: Platform::Bitbucket,
-        }),
-        Platform::Jira => Err(ConnectorError::Unsupported {
-            platform: Platform::Jira,
-        }),
-        Platform::Drive => Err(ConnectorError::Unsupported {
-            platform: Platform::Drive,
-        }),
+        Platform::Bitbucket => Ok(Box::new(BitbucketConnector::new(
+            &spec.base_url,
+            &spec.scope,
+            token,
+            cfg.clone(),
+        )?)),
+        Platform::Jira => Ok(Box::new(JiraConnector::new(
+            &spec.base_url,
+            &spec.scope,
+            token,
+            cfg.clone(),
+        )?)),
+        // Drive needs its settings (the admin to impersonate): without
+        // them this is a configuration error; see `build_with_settings`.
+        Platform::Drive => build_with_settings(spec, &serde_json::Value::Null, token, cfg),
+    }
+}
+
+/// [`build`] for a stored connection, whose settings some platforms need
+/// (Drive: the impersonated admin, the depth, the token endpoint).
+pub fn build_with_settings(
+    spec: &ConnectionSpec,
+    settings: &serde_json::Value,
+    token: Token,
+    cfg: &HttpConfig,
+) -> Result<Box<dyn Connector>> {
+    match spec.platform {
+        Platform::Drive => Ok(Box::new(DriveConnector::from_connection(
+            spec, settings, token, cfg,
+        )?)),
+        _ => build(spec, token, cfg),
+    }
+}
+
+/// What a connector may be handed beyond its spec, token and settings:
+/// the fleet's shared rate budget and the conditional-request cache. The
+/// connectors crate only knows the traits; the worker implements them on
+/// the store.
+#[derive(Clone, Default)]
+pub struct ConnectorDeps {
+    /// The shared budget and the credential's fingerprint (never the token)
+    /// that names its key.
+    pub budget: Option<(std::sync::Arc<dyn common::shared::SharedBudget>, String)>,
+    pub page_cache: Option<std::sync::Arc<dyn common::page_cache::PageCache>>,
+}
+
+/// [`build_with_settings`] with [`ConnectorDeps`]. GitHub uses both;
+/// platforms that have not adopted them yet are built without.
+pub fn build_with(
+    spec: &ConnectionSpec,
+    settings: &serde_json::Value,
+    token: Token,
+    cfg: &HttpConfig,
+    deps: ConnectorDeps,
+) -> Result<Box<dyn Connector>> {
+    match spec.platform {
+        Platform::Github => {
+            let mut c = GithubConnector::new(&spec.base_url, &spec.scope, token, cfg.clone())?;
+            if let Some((budget, credential)) = deps.budget {
+                c = c.with_budget(budget, &credential);
+            }
+            if let Some(cache) = deps.page_cache {
+                c = c.with_page_cache(cache);
+            }
+            Ok(Box::new(c))
+        }
+        _ => build_with_settings(spec, settings, token, cfg),
     }
 }
 
@@ -110,13 +175,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.platform(), Platform::Github);
-        for p in [Platform::Bitbucket, Platform::Jira, Platform::Drive] {
-            match build(&spec(p), Token::new("t"), &HttpConfig::default()) {
-                Err(ConnectorError::Unsupported { platform }) => assert_eq!(platform, p),
-                Err(e) => panic!("{p}: {e}"),
-                Ok(_) => panic!("{p}: built"),
-            }
+        for p in [Platform::Bitbucket, Platform::Jira] {
+            let c = build(
+                &spec(p),
+                Token::new("basic:me@acme.com:t"),
+                &HttpConfig::default(),
+            )
+            .unwrap();
+            assert_eq!(c.platform(), p);
         }
+        // Drive without its settings (the admin to impersonate) cannot work.
+        assert!(matches!(
+            build(
+                &spec(Platform::Drive),
+                Token::new("t"),
+                &HttpConfig::default()
+            ),
+            Err(ConnectorError::InvalidConfig { .. })
+        ));
     }
 
     #[test]

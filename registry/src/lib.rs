@@ -9,7 +9,13 @@ pub mod testing;
 
 pub use cipher::Cipher;
 pub use error::{RegistryError, Result};
+pub use store::DrivePageToken;
 pub use store::{
+    ApiKeyRow, Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewApiKey, NewProposal, PlaceAliasRow,
+    PlaceFigures, PlaceInput, PlaceRow, ProposalFigures, ProposalFilter, ProposalRow, ProposalTarget,
+    SessionRow,
     AliasRow, AuditEntry, Backend, ConnectionRow, LeaseAttempt, NewAuditEntry, NewConnection,
     PageStats, Resolution, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
 };
+pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded};
+pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};

@@ -1,7 +1,12 @@
 //! End-to-end behaviours of issue-sized slices, each run against SQLite and
 //! PostgreSQL by `both_backends!`.
 
+mod catalogues;
+mod cheap_resync;
+mod drive;
+mod shared_budget;
 mod sync;
+mod webhooks;
 
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
@@ -35,4 +40,64 @@ both_backends!(
     sync_through_the_queue_and_a_worker,
     token_never_reaches_the_database,
     second_holder_defers_while_a_sync_runs,
+);
+
+/// The webhook behaviours (`webhooks.rs`), each on SQLite and PostgreSQL.
+macro_rules! webhooks_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod webhooks_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = cmcp_registry::testing::TestDb::sqlite().await;
+                    crate::webhooks::$name(db).await;
+                }
+            )*
+        }
+        mod webhooks_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
+                    crate::webhooks::$name(db).await;
+                }
+            )*
+        }
+    };
+}
+
+webhooks_both_backends!(
+    rename_arrives_by_webhook_without_a_full_sync,
+    delivery_waits_for_a_worker_and_is_then_processed,
+    rotated_secret_overlaps_then_the_old_one_is_refused,
+);
+
+/// Conditional re-syncs (`cheap_resync.rs`) and the fleet's shared rate
+/// budget (`shared_budget.rs`), each on SQLite and PostgreSQL.
+macro_rules! budget_both_backends {
+    ($($module:ident::$name:ident),* $(,)?) => {
+        mod budget_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = cmcp_registry::testing::TestDb::sqlite().await;
+                    crate::$module::$name(db).await;
+                }
+            )*
+        }
+        mod budget_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
+                    crate::$module::$name(db).await;
+                }
+            )*
+        }
+    };
+}
+
+budget_both_backends!(
+    cheap_resync::unchanged_10000_repo_org_resyncs_with_304s_and_no_writes,
+    shared_budget::two_workers_sharing_a_token_never_exceed_the_budget,
 );

@@ -70,6 +70,76 @@ impl HookEvent {
     }
 }
 
+impl HookEvent {
+    /// A short name for logs, metrics and the delivery table, in the
+    /// platform's own words: `repository.renamed`, `repo:updated`,
+    /// `project_created`, `change`.
+    pub fn label(&self) -> String {
+        match self {
+            HookEvent::Github(e) => github_label(e),
+            HookEvent::Bitbucket(e) => match e {
+                BitbucketEvent::RepoCreated { .. } => "repo:created",
+                BitbucketEvent::RepoDeleted { .. } => "repo:deleted",
+                BitbucketEvent::RepoUpdated { .. } => "repo:updated",
+                BitbucketEvent::RepoTransferred { .. } => "repo:transfer",
+                BitbucketEvent::ProjectUpdated { .. } => "project:updated",
+            }
+            .to_owned(),
+            HookEvent::Jira(JiraEvent::Project { change, .. }) => match change {
+                ProjectChange::Created => "project_created",
+                ProjectChange::Updated => "project_updated",
+                ProjectChange::Deleted => "project_deleted",
+                ProjectChange::SoftDeleted => "project_soft_deleted",
+                ProjectChange::RestoredDeleted => "project_restored_deleted",
+                ProjectChange::Archived => "project_archived",
+                ProjectChange::RestoredArchived => "project_restored_archived",
+            }
+            .to_owned(),
+            HookEvent::Drive(e) => match e.state {
+                ResourceState::Sync => "sync",
+                ResourceState::Change => "change",
+            }
+            .to_owned(),
+            HookEvent::Ignored { event, .. } => event.clone(),
+            HookEvent::Unknown { event, action, .. } => match action {
+                Some(a) => format!("{event}.{a}"),
+                None => event.clone(),
+            },
+        }
+    }
+}
+
+fn github_label(e: &GithubEvent) -> String {
+    let action = match e {
+        GithubEvent::Repository { action, .. } => match action {
+            RepoAction::Created => "repository.created",
+            RepoAction::Deleted => "repository.deleted",
+            RepoAction::Renamed { .. } => "repository.renamed",
+            RepoAction::Transferred { .. } => "repository.transferred",
+            RepoAction::Archived => "repository.archived",
+            RepoAction::Unarchived => "repository.unarchived",
+            RepoAction::Edited => "repository.edited",
+            RepoAction::Privatized => "repository.privatized",
+            RepoAction::Publicized => "repository.publicized",
+        },
+        GithubEvent::InstallationRepositories { action, .. } => match action {
+            RepoMembership::Added => "installation_repositories.added",
+            RepoMembership::Removed => "installation_repositories.removed",
+        },
+        GithubEvent::Installation { action, .. } => match action {
+            InstallationAction::Created => "installation.created",
+            InstallationAction::Deleted => "installation.deleted",
+            InstallationAction::Suspend => "installation.suspend",
+            InstallationAction::Unsuspend => "installation.unsuspend",
+            InstallationAction::NewPermissionsAccepted => "installation.new_permissions_accepted",
+        },
+        GithubEvent::OrganizationRenamed { .. } => "organization.renamed",
+        GithubEvent::Ping { .. } => "ping",
+        GithubEvent::HookDeleted { .. } => "meta.deleted",
+    };
+    action.to_owned()
+}
+
 /// Why a verified delivery could not be understood.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {

@@ -1,12 +1,16 @@
-//! The HTTP edge of the fleet. For now: liveness, readiness (the store
-//! answers) and Prometheus metrics; the signed webhook routes
-//! (`/hooks/{platform}/{connection}`) join this router with the gateway
-//! issue. The building blocks of those routes live beside the router:
-//! [`verify`] turns a raw delivery into a trusted one, [`event`] turns a
-//! trusted one into a neutral [`HookEvent`] and its dedupe key.
+//! The HTTP edge of the fleet: liveness, readiness (the store answers),
+//! Prometheus metrics, and the signed webhook routes
+//! `POST /hooks/{platform}/{connection}` ([`hooks`]). The building blocks of
+//! those routes live beside the router: [`verify`] turns a raw delivery into
+//! a trusted one, [`event`] turns a trusted one into a neutral [`HookEvent`]
+//! and its dedupe key, [`metrics`] declares what is counted.
 
 pub mod event;
+pub mod hooks;
+pub mod metrics;
 pub mod verify;
+
+pub use hooks::{GatewayConfig, Hooks};
 
 pub use event::{DeliveryId, HookEvent, ParseError};
 pub use verify::{
@@ -16,10 +20,11 @@ pub use verify::{
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use cmcp_registry::Store;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -28,20 +33,33 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 pub struct EdgeState {
     pub store: Store,
     pub metrics: Option<PrometheusHandle>,
+    /// `None`: the webhook routes answer 404 (a process serving health only).
+    pub hooks: Option<Hooks>,
 }
 
 /// Install the process-wide Prometheus recorder once; later calls return
 /// `None` (a recorder is already installed).
 pub fn install_metrics() -> Option<PrometheusHandle> {
-    PrometheusBuilder::new().install_recorder().ok()
+    let handle = PrometheusBuilder::new().install_recorder().ok();
+    if handle.is_some() {
+        metrics::describe();
+    }
+    handle
 }
 
-/// The edge router: `/healthz`, `/readyz`, `/metrics`.
+/// The edge router: `/healthz`, `/readyz`, `/metrics` and
+/// `POST /hooks/{platform}/{connection}`. The hook route reads its body
+/// itself against the configured cap, so axum's default limit is lifted
+/// there.
 pub fn router(state: EdgeState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(render_metrics))
+        .route(
+            "/hooks/{platform}/{connection}",
+            post(hooks::receive).layer(DefaultBodyLimit::disable()),
+        )
         .with_state(Arc::new(state))
 }
 
@@ -65,9 +83,19 @@ async fn readyz(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
     }
 }
 
-async fn metrics(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
+/// The scrape also measures the age of the oldest delivery still waiting
+/// for its job, from the store (a gauge only the store can know).
+async fn render_metrics(State(state): State<Arc<EdgeState>>) -> impl IntoResponse {
     match &state.metrics {
-        Some(h) => (StatusCode::OK, h.render()),
+        Some(h) => {
+            match state.store.oldest_unprocessed_delivery().await {
+                Ok(oldest) => {
+                    metrics::oldest_unprocessed(oldest.map(hooks::age).unwrap_or_default())
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the oldest unprocessed delivery"),
+            }
+            (StatusCode::OK, h.render())
+        }
         None => (
             StatusCode::NOT_FOUND,
             "metrics recorder not installed in this process".to_owned(),
@@ -88,6 +116,7 @@ mod tests {
         let app = router(EdgeState {
             store: db.store.clone(),
             metrics: None,
+            hooks: None,
         });
         let ok = app
             .clone()

@@ -170,6 +170,19 @@ impl Verified {
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
+
+    /// Rebuild a delivery the gateway verified at receipt and stored, so a
+    /// job can parse it later. Only for bodies read back from the delivery
+    /// store, which holds nothing but deliveries that passed
+    /// [`Unverified::verify`] or [`verify_drive_channel`]; never call it on
+    /// anything that came from the network.
+    pub fn from_stored(platform: Platform, headers: HeaderMap, body: impl Into<Bytes>) -> Verified {
+        Verified {
+            platform,
+            body: body.into(),
+            headers,
+        }
+    }
 }
 
 impl Unverified {

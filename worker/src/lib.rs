@@ -2,6 +2,9 @@
 //! (`sync`), the queue that holds them (`queue`) and the wiring of worker
 //! processes (`runner`).
 
+pub mod budget;
+pub mod enqueue;
+pub mod drive;
 pub mod error;
 pub mod jobs;
 pub mod queue;
@@ -9,6 +12,7 @@ pub mod runner;
 pub mod sync;
 
 pub use error::{Result, WorkerError};
+pub use jobs::handle_delivery::HandleDelivery;
 pub use jobs::sync_connection::SyncConnection;
 pub use queue::{Queue, QueueConfig};
 pub use runner::{WorkerOptions, WorkerState, run_workers};

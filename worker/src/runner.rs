@@ -8,7 +8,7 @@ use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
 use tracing::info;
 
 use crate::error::{Result, WorkerError};
-use crate::jobs::sync_connection;
+use crate::jobs::{handle_delivery, sync_connection};
 use crate::queue::{Queue, QueueConfig};
 use crate::sync::SyncContext;
 
@@ -51,21 +51,60 @@ where
 {
     let cfg = state.queue_config.clone();
     info!(worker = %opts.name, concurrency = cfg.concurrency, "worker starting");
-    let monitor = match state.queue.clone() {
-        Queue::Sqlite(storage) => Monitor::new().register(move |_| {
-            WorkerBuilder::new(opts.name.clone())
-                .backend(storage.clone().poll_with_interval(cfg.poll_interval))
-                .concurrency(cfg.concurrency)
-                .data(state.clone())
-                .build(sync_connection::handle)
-        }),
-        Queue::Postgres(storage) => Monitor::new().register(move |_| {
-            WorkerBuilder::new(opts.name.clone())
-                .backend(storage.clone().poll_with_interval(cfg.poll_interval))
-                .concurrency(cfg.concurrency)
-                .data(state.clone())
-                .build(sync_connection::handle)
-        }),
+    // Webhook deliveries run beside syncs on their own queue, under a
+    // second worker name (apalis names are unique per worker).
+    let deliveries_name = format!("{}-deliveries", opts.name);
+    let (d_state, d_cfg) = (state.clone(), cfg.clone());
+    let monitor = match (state.queue.clone(), state.ctx.store.clone()) {
+        (Queue::Sqlite(storage), cmcp_registry::Store::Sqlite(pool)) => {
+            let deliveries = crate::enqueue::sqlite_storage::<handle_delivery::HandleDelivery>(
+                &pool,
+                handle_delivery::QUEUE,
+                &cfg,
+            );
+            Monitor::new()
+                .register(move |_| {
+                    WorkerBuilder::new(opts.name.clone())
+                        .backend(storage.clone().poll_with_interval(cfg.poll_interval))
+                        .concurrency(cfg.concurrency)
+                        .data(state.clone())
+                        .build(sync_connection::handle)
+                })
+                .register(move |_| {
+                    WorkerBuilder::new(deliveries_name.clone())
+                        .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
+                        .concurrency(d_cfg.concurrency)
+                        .data(d_state.clone())
+                        .build(handle_delivery::handle)
+                })
+        }
+        (Queue::Postgres(storage), cmcp_registry::Store::Postgres(pool)) => {
+            let deliveries = crate::enqueue::postgres_storage::<handle_delivery::HandleDelivery>(
+                &pool,
+                handle_delivery::QUEUE,
+                &cfg,
+            );
+            Monitor::new()
+                .register(move |_| {
+                    WorkerBuilder::new(opts.name.clone())
+                        .backend(storage.clone().poll_with_interval(cfg.poll_interval))
+                        .concurrency(cfg.concurrency)
+                        .data(state.clone())
+                        .build(sync_connection::handle)
+                })
+                .register(move |_| {
+                    WorkerBuilder::new(deliveries_name.clone())
+                        .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
+                        .concurrency(d_cfg.concurrency)
+                        .data(d_state.clone())
+                        .build(handle_delivery::handle)
+                })
+        }
+        _ => {
+            return Err(WorkerError::Queue(
+                "the queue and the store are on different backends".to_owned(),
+            ));
+        }
     };
     monitor
         .shutdown_timeout(std::time::Duration::from_secs(10))

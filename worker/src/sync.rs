@@ -144,7 +144,22 @@ async fn sync_under_lease(
         .store
         .connection_token(&ctx.cipher, &connection.id)
         .await?;
-    let connector = match cmcp_connectors::build(&connection.spec(), token, &ctx.http) {
+    let spec = connection.spec();
+    let deps = crate::budget::connector_deps(
+        &ctx.store,
+        &connection.id,
+        spec.platform,
+        &spec.base_url,
+        &token,
+    )
+    .await;
+    let connector = match cmcp_connectors::build_with(
+        &spec,
+        &connection.settings,
+        token,
+        &ctx.http,
+        deps,
+    ) {
         Ok(c) => c,
         Err(e) => {
             return finish(
@@ -211,6 +226,11 @@ async fn sync_under_lease(
             let lease_lost = lost.load(Ordering::SeqCst);
             if report.complete && !lease_lost {
                 figures.missing = ctx.store.mark_missing(&connection.id, &seen).await?;
+                // Mapping proposals follow the catalogue; a failure here is
+                // logged and never fails the sync (the next run retries).
+                if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
+                    warn!(error = %e, "could not refresh mapping proposals");
+                }
                 finish(
                     ctx,
                     &run_id,

@@ -37,6 +37,7 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                     &actor,
                 )
                 .await?;
+            app.store.ensure_webhook_secret(&app.cipher, &row.id).await?;
             println!(
                 "added connection {} ({} {} via {})",
                 row.id, row.platform, row.scope, row.base_url
@@ -47,8 +48,205 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             );
             Ok(())
         }
+        ConnectionCmd::Add(AddCmd::Bitbucket {
+            workspace,
+            token_file,
+            email,
+            base_url,
+            id,
+        }) => {
+            let raw = read_token_file(&token_file)?;
+            // The connector reads the credential kind from the text:
+            // `basic:<email>:<token>` (API token) or `bearer:<token>`.
+            let token = match email {
+                Some(e) => Token::new(format!("basic:{}:{}", e.trim(), raw.expose())),
+                None => Token::new(format!("bearer:{}", raw.expose())),
+            };
+            let id = id.unwrap_or_else(|| default_id("bitbucket", &workspace));
+            add_atlassian(app, id, Platform::Bitbucket, workspace, base_url, token).await
+        }
+        ConnectionCmd::Add(AddCmd::Jira {
+            site,
+            token_file,
+            email,
+            scoped,
+            cloud_id,
+            id,
+        }) => {
+            let raw = read_token_file(&token_file)?;
+            let site_url = url::Url::parse(site.trim()).with_context(|| {
+                format!("--site {site:?} is not a URL (e.g. https://acme.atlassian.net)")
+            })?;
+            let Some(host) = site_url.host_str().map(str::to_ascii_lowercase) else {
+                bail!("--site {site:?} has no host");
+            };
+            let scope = match site_url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            };
+            let base_url = match (scoped, cloud_id) {
+                (true, Some(cloud)) => {
+                    format!("https://api.atlassian.com/ex/jira/{}", cloud.trim())
+                }
+                (true, None) => bail!("--scoped needs --cloud-id"),
+                (false, _) => site_url.as_str().trim_end_matches('/').to_owned(),
+            };
+            let token = Token::new(format!("basic:{}:{}", email.trim(), raw.expose()));
+            let id = id.unwrap_or_else(|| default_id("jira", &scope));
+            add_atlassian(app, id, Platform::Jira, scope, base_url, token).await
+        }
+        ConnectionCmd::Add(AddCmd::Drive {
+            domain,
+            service_account_file,
+            subject,
+            depth,
+            domain_admin_access,
+            base_url,
+            token_url,
+            id,
+        }) => {
+            add_drive(
+                app,
+                DriveArgs {
+                    domain,
+                    service_account_file,
+                    subject,
+                    depth,
+                    domain_admin_access,
+                    base_url,
+                    token_url,
+                    id,
+                },
+            )
+            .await
+        }
         ConnectionCmd::List { json } => list(app, json).await,
+        cmd @ (ConnectionCmd::WebhookInfo { .. } | ConnectionCmd::RotateSecret { .. }) => {
+            super::webhooks::run(app, cmd).await
+        }
     }
+}
+
+struct DriveArgs {
+    domain: String,
+    service_account_file: std::path::PathBuf,
+    subject: String,
+    depth: u32,
+    domain_admin_access: bool,
+    base_url: String,
+    token_url: Option<String>,
+    id: Option<String>,
+}
+
+/// A Drive connection: the token is the whole service-account JSON key; the
+/// settings say whom to impersonate and how deep to list. The key and the
+/// settings are checked (by building the connector) before anything is
+/// stored.
+async fn add_drive(app: &App, a: DriveArgs) -> Result<()> {
+    let key = std::fs::read_to_string(&a.service_account_file).with_context(|| {
+        format!(
+            "cannot read service-account file {}",
+            a.service_account_file.display()
+        )
+    })?;
+    let token = Token::new(key.trim());
+    let domain = a.domain.trim().to_ascii_lowercase();
+    let settings = cmcp_connectors::drive::DriveSettings {
+        subject: a.subject.trim().to_owned(),
+        depth: a.depth,
+        domain_admin_access: a.domain_admin_access,
+        token_url: a.token_url,
+        tokeninfo_url: None,
+    };
+    let spec = ConnectionSpec {
+        platform: Platform::Drive,
+        scope: domain.clone(),
+        base_url: a.base_url,
+    };
+    let settings_json = serde_json::to_value(&settings).context("drive settings")?;
+    cmcp_connectors::drive::DriveConnector::from_connection(
+        &spec,
+        &settings_json,
+        token.clone(),
+        &cmcp_connectors::HttpConfig::default(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let id = a.id.unwrap_or_else(|| default_id("drive", &domain));
+    let actor = format!("cli:{}", whoami());
+    let row = app
+        .store
+        .create_connection(
+            &app.cipher,
+            NewConnection {
+                id,
+                spec,
+                owner: Owner::Company,
+                token,
+                settings: settings_json,
+            },
+            &actor,
+        )
+        .await?;
+    app.store
+        .ensure_webhook_secret(&app.cipher, &row.id)
+        .await?;
+    println!(
+        "added connection {} (drive {} as {}, depth {})",
+        row.id, row.scope, settings.subject, settings.depth
+    );
+    println!(
+        "the service-account key is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
+        row.id
+    );
+    Ok(())
+}
+
+async fn add_atlassian(
+    app: &App,
+    id: String,
+    platform: Platform,
+    scope: String,
+    base_url: String,
+    token: Token,
+) -> Result<()> {
+    // Refuse what cannot work (an app password, a bad URL) before storing it.
+    let spec = ConnectionSpec {
+        platform,
+        scope,
+        base_url,
+    };
+    if let Err(e) = cmcp_connectors::build(
+        &spec,
+        token.clone(),
+        &cmcp_connectors::HttpConfig::default(),
+    ) {
+        bail!("{e}");
+    }
+    let actor = format!("cli:{}", whoami());
+    let row = app
+        .store
+        .create_connection(
+            &app.cipher,
+            NewConnection {
+                id,
+                spec,
+                owner: Owner::Company,
+                token,
+                settings: serde_json::json!({}),
+            },
+            &actor,
+        )
+        .await?;
+    app.store.ensure_webhook_secret(&app.cipher, &row.id).await?;
+    println!(
+        "added connection {} ({} {} via {})",
+        row.id, row.platform, row.scope, row.base_url
+    );
+    println!(
+        "the token is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
+        row.id
+    );
+    Ok(())
 }
 
 async fn list(app: &App, json: bool) -> Result<()> {
@@ -58,10 +256,15 @@ async fn list(app: &App, json: bool) -> Result<()> {
         let last = app.store.last_run(&row.id).await?;
         out.push((row, last));
     }
+    // Each credential's shared rate budget, as the fleet last learned it.
+    let budgets: std::collections::HashMap<String, cmcp_registry::BudgetRow> =
+        app.store.connection_budgets().await?.into_iter().collect();
     if json {
         let v: Vec<_> = out
             .iter()
-            .map(|(c, r)| serde_json::json!({ "connection": c, "last_run": r }))
+            .map(|(c, r)| {
+                serde_json::json!({ "connection": c, "last_run": r, "rate_budget": budgets.get(&c.id) })
+            })
             .collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -78,6 +281,9 @@ async fn list(app: &App, json: bool) -> Result<()> {
         );
         for risk in &c.risks {
             println!("    RISK [{}] {}", risk.code, risk.message);
+        }
+        if let Some(b) = budgets.get(&c.id) {
+            println!("    {}", budget_line(b));
         }
         match last {
             Some(r) => println!(
@@ -98,6 +304,25 @@ async fn list(app: &App, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `rate budget 4211/5000, resets at …` (or what is known of it).
+fn budget_line(b: &cmcp_registry::BudgetRow) -> String {
+    let remaining = b
+        .remaining
+        .map_or_else(|| "unknown".to_owned(), |r| r.to_string());
+    let limit = b.request_limit.map(|l| format!("/{l}")).unwrap_or_default();
+    let reset = match b.reset_at {
+        Some(t) => format!(", resets at {}", when(t)),
+        None => String::new(),
+    };
+    let paused = match b.paused_until {
+        Some(t) if t > chrono::Utc::now().timestamp_millis() => {
+            format!(", paused until {}", when(t))
+        }
+        _ => String::new(),
+    };
+    format!("rate budget {remaining}{limit}{reset}{paused}")
 }
 
 /// Read a token from a file, with errors that say what is wrong without

@@ -2,9 +2,12 @@
 
 mod connection;
 mod demo;
+mod keys;
+mod places;
 mod serve;
 mod spaces;
 mod sync;
+mod webhooks;
 
 use anyhow::Result;
 
@@ -19,6 +22,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         data_dir: cli.global.data_dir.clone(),
         listen: match &cli.command {
             Command::Serve { listen } => listen.clone(),
+            Command::Gateway { listen } => listen.clone(),
             _ => None,
         },
         log: cli.global.log.clone(),
@@ -39,6 +43,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             match command {
                 Command::Serve { .. } => serve::serve(&app).await,
                 Command::Worker => serve::worker(&app).await,
+                Command::Gateway { .. } => serve::gateway(&app).await,
                 Command::Migrate => {
                     println!("migrations applied ({:?} backend)", app.store.backend());
                     Ok(())
@@ -50,6 +55,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                     timeout_secs,
                 } => sync::run(&app, &connection, wait, timeout_secs).await,
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
+                Command::Places(cmd) => places::run(&app, cmd).await,
+                Command::Keys(cmd) => keys::run(&app, cmd).await,
                 Command::Runs {
                     connection,
                     limit,

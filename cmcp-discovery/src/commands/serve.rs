@@ -1,5 +1,5 @@
 use anyhow::{Context, Result};
-use cmcp_webhook_gateway::{EdgeState, install_metrics, router};
+use cmcp_webhook_gateway::{EdgeState, Hooks, install_metrics, router};
 use cmcp_worker::{WorkerOptions, run_workers};
 use tracing::info;
 
@@ -10,11 +10,10 @@ pub async fn serve(app: &App) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&app.cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", app.cfg.listen))?;
-    info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics");
-    let edge = router(EdgeState {
-        store: app.store.clone(),
-        metrics: install_metrics(),
-    });
+    info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics, /hooks/{{platform}}/{{connection}}");
+    let edge = router(edge_state(app))
+        // The ADMIN's API (/v1/…) and one screen (/admin).
+        .merge(cmcp_admin::router(cmcp_admin::AdminState::new(app.store.clone())));
     let http = tokio::spawn(async move {
         axum::serve(listener, edge)
             .with_graceful_shutdown(shutdown_signal())
@@ -24,6 +23,31 @@ pub async fn serve(app: &App) -> Result<()> {
     run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
     http.await.context("http task")?.context("http server")?;
     Ok(())
+}
+
+/// The webhook gateway alone (for a fleet: gateways in front, workers
+/// behind, one PostgreSQL).
+pub async fn gateway(app: &App) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(&app.cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", app.cfg.listen))?;
+    info!(listen = %app.cfg.listen, "gateway serving /hooks/{{platform}}/{{connection}}, /healthz, /readyz, /metrics");
+    axum::serve(listener, router(edge_state(app)))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("http server")?;
+    Ok(())
+}
+
+fn edge_state(app: &App) -> EdgeState {
+    EdgeState {
+        store: app.store.clone(),
+        metrics: install_metrics(),
+        hooks: Some(Hooks {
+            cipher: app.cipher.clone(),
+            config: app.cfg.gateway.clone(),
+        }),
+    }
 }
 
 /// A worker process only.

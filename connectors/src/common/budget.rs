@@ -16,6 +16,8 @@ use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, TimeZone, Utc};
 
+pub use super::shared::{BudgetUnavailable, Observation, SharedBudget};
+
 /// What one response said about the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetReading {
@@ -35,6 +37,8 @@ pub enum Admission {
 #[derive(Debug, Default)]
 pub struct RateBudget {
     known: Mutex<Option<BudgetReading>>,
+    /// A pause the platform asked for (`retry-after`, secondary limits).
+    paused_until: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl RateBudget {
@@ -60,6 +64,24 @@ impl RateBudget {
             },
             _ => reading,
         });
+    }
+
+    /// Holds every request back until `until` (the later pause wins).
+    pub fn pause(&self, until: DateTime<Utc>) {
+        let mut p = self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *p = Some(p.map_or(until, |old| old.max(until)));
+    }
+
+    /// The pause in force at `now`, if any.
+    pub fn paused_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let p = *self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        p.filter(|until| *until > now)
     }
 
     /// Admits one request at `now` unless only `reserve` units (or fewer)

@@ -45,6 +45,10 @@ pub struct HttpConfig {
     /// (GitHub: 100), so one setting serves every connector.
     pub per_page: u32,
     pub user_agent: String,
+    /// Requests in flight at once per credential in one process. GitHub
+    /// documents a secondary limit of 100 concurrent requests and asks for
+    /// restraint; 4 keeps listings fast while staying far below it.
+    pub max_concurrency: usize,
 }
 
 impl Default for HttpConfig {
@@ -59,6 +63,7 @@ impl Default for HttpConfig {
             budget_reserve: 1,
             per_page: 100,
             user_agent: format!("cmcp-discovery/{}", env!("CARGO_PKG_VERSION")),
+            max_concurrency: 4,
         }
     }
 }
@@ -83,6 +88,9 @@ impl HttpConfig {
         }
         if self.per_page == 0 {
             return bad("http.per_page must be at least 1".into());
+        }
+        if self.max_concurrency == 0 {
+            return bad("http.max_concurrency must be at least 1".into());
         }
         if self.user_agent.trim().is_empty() {
             return bad(
@@ -175,6 +183,7 @@ mod tests {
         assert_eq!(c.secondary_limit_min_wait, Duration::from_secs(60));
         assert_eq!(c.budget_reserve, 1);
         assert_eq!(c.per_page, 100);
+        assert_eq!(c.max_concurrency, 4);
         assert!(c.user_agent.starts_with("cmcp-discovery/"));
         c.validate().unwrap();
     }
@@ -222,6 +231,10 @@ mod tests {
             },
             HttpConfig {
                 per_page: 0,
+                ..HttpConfig::default()
+            },
+            HttpConfig {
+                max_concurrency: 0,
                 ..HttpConfig::default()
             },
             HttpConfig {

@@ -11,129 +11,30 @@
 //! rate limit or a permission gap), so each platform supplies an
 //! [`ApiPolicy`]; this module only carries out the verdict.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
-use cmcp_domain::Platform;
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
+use reqwest::header::{ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH};
 use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
 use url::Url;
 
-use crate::common::budget::{Admission, BudgetReading, RateBudget};
+use crate::common::budget::{Admission, RateBudget};
 use crate::common::config::HttpConfig;
+use crate::common::policy::bump;
+pub use crate::common::policy::{
+    ApiPolicy, Conditional, Counters, Exhausted, Failure, Fetched, HttpFigures,
+};
+use crate::common::shared::{Observation, SharedBudget};
 use crate::error::{ConnectorError, Result};
 
 /// Slack added to a reset time before sending again, so a clock slightly
 /// behind the platform's does not spend a request on an empty budget.
 const RESET_MARGIN: Duration = Duration::from_millis(500);
-
-/// Request figures of one run, as the report shows them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HttpFigures {
-    /// Listing pages read successfully.
-    pub pages: u64,
-    /// HTTP requests sent (every attempt counts).
-    pub requests: u64,
-    /// 304 answers. Always 0 for now: listings send no conditional requests,
-    /// because a 304 page would leave no records to hand to the sink.
-    pub not_modified: u64,
-    /// Attempts after the first, for any reason.
-    pub retries: u64,
-    /// Waits caused by rate limits: budget at the reserve before sending,
-    /// or a 403/429 rate-limit answer.
-    pub rate_limit_waits: u64,
-}
-
-/// Thread-safe counters behind [`HttpFigures`], one set per run.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pages: AtomicU64,
-    requests: AtomicU64,
-    not_modified: AtomicU64,
-    retries: AtomicU64,
-    rate_limit_waits: AtomicU64,
-}
-
-impl Counters {
-    pub fn page(&self) {
-        self.pages.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn figures(&self) -> HttpFigures {
-        HttpFigures {
-            pages: self.pages.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-            not_modified: self.not_modified.load(Ordering::Relaxed),
-            retries: self.retries.load(Ordering::Relaxed),
-            rate_limit_waits: self.rate_limit_waits.load(Ordering::Relaxed),
-        }
-    }
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The verdict on one failed attempt.
-#[derive(Debug)]
-pub enum Failure {
-    /// Permanent: give up now (401, permission 403, 404, …).
-    Fatal(ConnectorError),
-    /// Transient: retry after the exponential backoff (5xx, connection
-    /// errors, cut or undecodable bodies, 429 without any hint).
-    Transient(ConnectorError),
-    /// Rate limited with `retry-after`: wait exactly that long.
-    RetryAfter {
-        wait: Duration,
-        error: ConnectorError,
-    },
-    /// Primary budget spent: wait until the reset.
-    UntilReset {
-        reset: DateTime<Utc>,
-        error: ConnectorError,
-    },
-    /// Secondary limit without a hint: wait at least the configured minimum,
-    /// doubling on each repeat.
-    Secondary(ConnectorError),
-}
-
-impl Failure {
-    fn is_rate_limit(&self) -> bool {
-        matches!(
-            self,
-            Failure::RetryAfter { .. } | Failure::UntilReset { .. } | Failure::Secondary(_)
-        )
-    }
-}
-
-/// Platform knowledge the executor needs.
-pub trait ApiPolicy: Send + Sync {
-    fn platform(&self) -> Platform;
-    /// The budget a response reports, if the platform sends one.
-    fn budget(&self, headers: &HeaderMap) -> Option<BudgetReading>;
-    /// What a non-2xx answer means.
-    fn classify(&self, status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Failure;
-}
-
-/// A decoded answer with the headers and final URL it came with.
-#[derive(Debug)]
-pub struct Fetched<T> {
-    pub value: T,
-    pub headers: HeaderMap,
-    /// The URL that answered (after redirects): relative `Link` targets
-    /// resolve against it.
-    pub url: Url,
-}
-
-/// The final error of a request and how many attempts it took.
-#[derive(Debug)]
-pub struct Exhausted {
-    pub error: ConnectorError,
-    pub attempts: u32,
-}
 
 /// A reqwest client plus the policy, the config and the credential's budget.
 pub struct HttpClient<P> {
@@ -141,6 +42,11 @@ pub struct HttpClient<P> {
     client: reqwest::Client,
     cfg: HttpConfig,
     budget: RateBudget,
+    /// The fleet's budget and this credential's key in it; `None` means the
+    /// in-process `budget` decides alone.
+    shared: Option<(Arc<dyn SharedBudget>, String)>,
+    /// At most `cfg.max_concurrency` requests in flight.
+    permits: Semaphore,
 }
 
 impl<P> std::fmt::Debug for HttpClient<P> {
@@ -150,6 +56,7 @@ impl<P> std::fmt::Debug for HttpClient<P> {
         f.debug_struct("HttpClient")
             .field("cfg", &self.cfg)
             .field("budget", &self.budget.current())
+            .field("shared_budget_key", &self.shared.as_ref().map(|(_, k)| k))
             .finish_non_exhaustive()
     }
 }
@@ -174,9 +81,32 @@ impl<P: ApiPolicy> HttpClient<P> {
         Ok(HttpClient {
             policy,
             client,
+            permits: Semaphore::new(cfg.max_concurrency),
             cfg,
             budget: RateBudget::new(),
+            shared: None,
         })
+    }
+
+    /// Spends `budget` under `key` (a credential fingerprint plus resource,
+    /// never the credential) instead of the in-process budget alone, so
+    /// every process sending with the credential shares one budget.
+    pub fn with_shared_budget(mut self, budget: Arc<dyn SharedBudget>, key: String) -> Self {
+        self.shared = Some((budget, key));
+        self
+    }
+
+    /// The shared budget key, if one is set.
+    pub fn shared_budget_key(&self) -> Option<&str> {
+        self.shared.as_ref().map(|(_, k)| k.as_str())
+    }
+
+    /// The budget that admits requests and the key to spend.
+    fn ledger(&self) -> (&dyn SharedBudget, &str) {
+        match &self.shared {
+            Some((b, k)) => (b.as_ref(), k.as_str()),
+            None => (&self.budget, ""),
+        }
     }
 
     pub fn config(&self) -> &HttpConfig {
@@ -193,6 +123,39 @@ impl<P: ApiPolicy> HttpClient<P> {
         url: &Url,
         counters: &Counters,
     ) -> std::result::Result<Fetched<T>, Exhausted> {
+        match self.get_json_inner(url, counters, None, false).await? {
+            Conditional::Modified { fetched, .. } => Ok(fetched),
+            // Only sent when asked for with an ETag, which this call never does.
+            Conditional::NotModified { .. } => Err(Exhausted {
+                error: ConnectorError::Http {
+                    platform: self.policy.platform(),
+                    status: 304,
+                    detail: format!("{url}: Not Modified without a conditional request"),
+                },
+                attempts: 1,
+            }),
+        }
+    }
+
+    /// GETs `url` with `If-None-Match: etag` when an ETag is given; a 304 is
+    /// answered as [`Conditional::NotModified`] (and counted), anything else
+    /// like [`HttpClient::get_json`], with the body text and ETag kept.
+    pub async fn get_json_conditional<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        counters: &Counters,
+        etag: Option<&str>,
+    ) -> std::result::Result<Conditional<T>, Exhausted> {
+        self.get_json_inner(url, counters, etag, true).await
+    }
+
+    async fn get_json_inner<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        counters: &Counters,
+        etag: Option<&str>,
+        keep_raw: bool,
+    ) -> std::result::Result<Conditional<T>, Exhausted> {
         let platform = self.policy.platform();
         let attempts = AtomicU32::new(0);
         let mut secondary_waits = 0u32;
@@ -204,7 +167,7 @@ impl<P: ApiPolicy> HttpClient<P> {
             .with_max_times(self.cfg.max_attempts.saturating_sub(1) as usize);
         let op = || {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt::<T>(url, counters)
+            self.attempt::<T>(url, counters, etag, keep_raw)
         };
         let result = op
             .retry(backoff)
@@ -249,70 +212,152 @@ impl<P: ApiPolicy> HttpClient<P> {
         })
     }
 
-    /// One attempt: budget admission, send, read the whole body, decode.
+    /// One attempt: a concurrency permit, budget admission, send, read the
+    /// whole body, decode; then the budget is settled with what the answer
+    /// said, whatever happened.
     async fn attempt<T: DeserializeOwned>(
         &self,
         url: &Url,
         counters: &Counters,
-    ) -> std::result::Result<Fetched<T>, Failure> {
-        let platform = self.policy.platform();
-        self.admit(counters).await.map_err(Failure::Fatal)?;
+        etag: Option<&str>,
+        keep_raw: bool,
+    ) -> std::result::Result<Conditional<T>, Failure> {
+        // The semaphore is never closed, so acquiring cannot fail.
+        let permit = self.permits.acquire().await.ok();
+        self.admit(counters).await?;
         bump(&counters.requests);
+        let (result, headers) = self.exchange::<T>(url, counters, etag, keep_raw).await;
+        // The request is over: settling need not hold a slot.
+        drop(permit);
+        let observation = Observation {
+            reading: headers.as_ref().and_then(|h| self.policy.budget(h)),
+            limit: headers.as_ref().and_then(|h| self.policy.budget_limit(h)),
+            pause_until: result.as_ref().err().and_then(|f| self.pause_for(f)),
+        };
+        if let Some(reading) = observation.reading {
+            self.budget.observe(reading);
+        }
+        let (ledger, key) = self.ledger();
+        ledger.settle(key, observation).await;
+        result.map_err(|f| self.cap_wait(f))
+    }
+
+    /// Sends and reads one answer; the headers are returned whenever an
+    /// answer arrived, for the budget.
+    async fn exchange<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        counters: &Counters,
+        etag: Option<&str>,
+        keep_raw: bool,
+    ) -> (
+        std::result::Result<Conditional<T>, Failure>,
+        Option<HeaderMap>,
+    ) {
+        let platform = self.policy.platform();
         let transport = |e: reqwest::Error| {
             Failure::Transient(ConnectorError::Transport {
                 platform,
                 detail: error_chain(&e),
             })
         };
-        let resp = self
-            .client
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(transport)?;
+        let mut request = self.client.get(url.clone());
+        if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(t).ok()) {
+            request = request.header(IF_NONE_MATCH, tag);
+        }
+        let resp = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return (Err(transport(e)), None),
+        };
         let status = resp.status();
         let headers = resp.headers().clone();
         let final_url = resp.url().clone();
-        if let Some(reading) = self.policy.budget(&headers) {
-            self.budget.observe(reading);
-        }
-        let body = resp.bytes().await.map_err(transport)?;
+        let body = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return (Err(transport(e)), Some(headers)),
+        };
         if status.is_success() {
-            return match serde_json::from_slice::<T>(&body) {
-                Ok(value) => Ok(Fetched {
-                    value,
-                    headers,
-                    url: final_url,
+            let result = match serde_json::from_slice::<T>(&body) {
+                Ok(value) => Ok(Conditional::Modified {
+                    raw: if keep_raw {
+                        String::from_utf8_lossy(&body).into_owned()
+                    } else {
+                        String::new()
+                    },
+                    etag: headers
+                        .get(ETAG)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned),
+                    fetched: Fetched {
+                        value,
+                        headers: headers.clone(),
+                        url: final_url,
+                    },
                 }),
                 Err(e) => Err(Failure::Transient(ConnectorError::Decode {
                     platform,
                     detail: format!("{final_url}: {e}"),
                 })),
             };
+            return (result, Some(headers));
         }
         if status == StatusCode::NOT_MODIFIED {
             bump(&counters.not_modified);
+            if etag.is_some() {
+                let answer = Conditional::NotModified {
+                    headers: headers.clone(),
+                    url: final_url,
+                };
+                return (Ok(answer), Some(headers));
+            }
         }
-        Err(self.cap_wait(self.policy.classify(status, &headers, &body)))
+        let failure = self.policy.classify(status, &headers, &body);
+        (Err(failure), Some(headers))
     }
 
-    /// Waits before sending while the budget is at the reserve, or fails
-    /// with `RateLimited` when the reset is further away than allowed.
-    async fn admit(&self, counters: &Counters) -> Result<()> {
+    /// How long every request of the credential should hold back after
+    /// this failure (shared with the fleet through the budget).
+    fn pause_for(&self, f: &Failure) -> Option<DateTime<Utc>> {
+        match f {
+            Failure::RetryAfter { wait, .. } => Some(Utc::now() + chrono_duration(*wait)),
+            Failure::Secondary(_) => {
+                Some(Utc::now() + chrono_duration(self.cfg.secondary_limit_min_wait))
+            }
+            Failure::UntilReset { reset, .. } => Some(*reset),
+            _ => None,
+        }
+    }
+
+    /// Waits before sending while the budget is at the reserve (or paused),
+    /// or fails with `RateLimited` when that is further away than allowed.
+    /// A budget that cannot be consulted is a transient failure: nothing is
+    /// sent without a reservation.
+    async fn admit(&self, counters: &Counters) -> std::result::Result<(), Failure> {
+        let platform = self.policy.platform();
+        let (ledger, key) = self.ledger();
         loop {
-            match self.budget.admit(self.cfg.budget_reserve, Utc::now()) {
+            let admission = ledger
+                .reserve(key, self.cfg.budget_reserve)
+                .await
+                .map_err(|e| {
+                    Failure::Transient(ConnectorError::Transport {
+                        platform,
+                        detail: e.to_string(),
+                    })
+                })?;
+            match admission {
                 Admission::Go => return Ok(()),
                 Admission::WaitUntil(reset) => {
                     let wait = until(reset) + RESET_MARGIN;
                     if wait > self.cfg.max_rate_limit_wait {
-                        return Err(ConnectorError::RateLimited {
-                            platform: self.policy.platform(),
+                        return Err(Failure::Fatal(ConnectorError::RateLimited {
+                            platform,
                             retry_at: reset,
-                        });
+                        }));
                     }
                     bump(&counters.rate_limit_waits);
                     tracing::info!(
-                        platform = %self.policy.platform(),
+                        %platform,
                         wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                         "rate budget at reserve, waiting for reset"
                     );
@@ -415,6 +460,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cmcp_domain::Platform;
     use reqwest::header::HeaderValue;
 
     #[test]

@@ -37,6 +37,48 @@ pub fn next_url(headers: &HeaderMap, request_url: &Url) -> Option<Result<Url, ur
         .map(|l| request_url.join(&l.target))
 }
 
+/// The `rel="last"` target, resolved like [`next_url`]. GitHub documents it
+/// for page-numbered listings; knowing the last page lets pages 2..N be
+/// fetched concurrently instead of one `next` at a time.
+pub fn last_url(headers: &HeaderMap, request_url: &Url) -> Option<Result<Url, url::ParseError>> {
+    links(headers)
+        .into_iter()
+        .find(|l| l.rels.iter().any(|r| r == "last"))
+        .map(|l| request_url.join(&l.target))
+}
+
+/// The number in a URL's `page` query parameter, if it has exactly one.
+pub fn page_number(url: &Url) -> Option<u32> {
+    let mut pages = url.query_pairs().filter(|(k, _)| k == "page");
+    let (_, value) = pages.next()?;
+    if pages.next().is_some() {
+        return None;
+    }
+    value.trim().parse().ok()
+}
+
+/// `url` with its `page` parameter set to `page`, every other parameter kept
+/// in order: how pages 2..N are built from the `rel="last"` URL.
+pub fn with_page(url: &Url, page: u32) -> Url {
+    let pairs: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut out = url.clone();
+    {
+        let mut q = out.query_pairs_mut();
+        q.clear();
+        for (k, v) in &pairs {
+            if k == "page" {
+                q.append_pair(k, &page.to_string());
+            } else {
+                q.append_pair(k, v);
+            }
+        }
+    }
+    out
+}
+
 /// Parses one header value: `<url>; rel="next", <url>; rel="last"`.
 /// Malformed links are skipped rather than failing the whole header.
 pub fn parse_link_header(value: &str) -> Vec<LinkValue> {
@@ -148,6 +190,29 @@ fn skip_to_comma(s: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn last_page_is_read_and_page_urls_are_built_from_it() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            LINK,
+            "<https://api.github.com/orgs/acme/repos?per_page=100&type=all&page=2>; rel=\"next\", \
+             <https://api.github.com/orgs/acme/repos?per_page=100&type=all&page=7>; rel=\"last\""
+                .parse()
+                .unwrap(),
+        );
+        let base = Url::parse("https://api.github.com/orgs/acme/repos?per_page=100").unwrap();
+        let last = last_url(&h, &base).unwrap().unwrap();
+        assert_eq!(page_number(&last), Some(7));
+        assert_eq!(
+            with_page(&last, 3).as_str(),
+            "https://api.github.com/orgs/acme/repos?per_page=100&type=all&page=3"
+        );
+        assert_eq!(last_url(&HeaderMap::new(), &base), None);
+        let twice = Url::parse("https://x/r?page=2&page=3").unwrap();
+        assert_eq!(page_number(&twice), None);
+        assert_eq!(page_number(&base), None);
+    }
     use reqwest::header::HeaderValue;
 
     /// The `link` header of page 2 of GitHub's recorded pagination scenario

@@ -8,6 +8,8 @@
 //! permission problem — treating every 403 as one (or as a rate limit) is the
 //! classic mistake.
 
+use std::sync::Arc;
+
 use cmcp_domain::{Platform, Token};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
@@ -17,6 +19,7 @@ use super::model::ErrorBody;
 use crate::common::budget::{BudgetReading, parse_epoch};
 use crate::common::config::HttpConfig;
 use crate::common::http::{ApiPolicy, Failure, HttpClient, retry_after};
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 
 const PLATFORM: Platform = Platform::Github;
@@ -25,6 +28,7 @@ const API_VERSION_HEADER: HeaderName = HeaderName::from_static("x-github-api-ver
 const ACCEPTED_PERMISSIONS: &str = "x-accepted-github-permissions";
 const RATE_REMAINING: &str = "x-ratelimit-remaining";
 const RATE_RESET: &str = "x-ratelimit-reset";
+const RATE_LIMIT: &str = "x-ratelimit-limit";
 /// Longest error message kept from a body that is not GitHub's JSON.
 const MAX_DETAIL: usize = 200;
 
@@ -42,6 +46,10 @@ impl ApiPolicy for GithubPolicy {
             remaining: header(headers, RATE_REMAINING)?.trim().parse().ok()?,
             reset: parse_epoch(header(headers, RATE_RESET)?)?,
         })
+    }
+
+    fn budget_limit(&self, headers: &HeaderMap) -> Option<u32> {
+        header(headers, RATE_LIMIT)?.trim().parse().ok()
     }
 
     fn classify(&self, status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Failure {
@@ -155,6 +163,13 @@ impl GithubClient {
 
     pub fn http(&self) -> &HttpClient<GithubPolicy> {
         &self.http
+    }
+
+    /// Spends the fleet's shared budget under `key` (see
+    /// [`HttpClient::with_shared_budget`]).
+    pub fn with_shared_budget(mut self, budget: Arc<dyn SharedBudget>, key: String) -> Self {
+        self.http = self.http.with_shared_budget(budget, key);
+        self
     }
 
     pub fn base(&self) -> &Url {
@@ -404,6 +419,9 @@ mod tests {
     fn budget_comes_from_the_ratelimit_headers() {
         let h = headers(&[(RATE_REMAINING, "42"), (RATE_RESET, "1700000000")]);
         let r = GithubPolicy.budget(&h).unwrap();
+        assert_eq!(GithubPolicy.budget_limit(&h), None);
+        let limited = headers(&[(RATE_LIMIT, "5000")]);
+        assert_eq!(GithubPolicy.budget_limit(&limited), Some(5000));
         assert_eq!(r.remaining, 42);
         assert_eq!(r.reset.timestamp(), 1_700_000_000);
         assert!(GithubPolicy.budget(&HeaderMap::new()).is_none());

@@ -2,10 +2,12 @@
 //! and read one repository by its stable id.
 //!
 //! A listing is `GET /orgs/{org}` (the container, sent first) and then
-//! `GET /orgs/{org}/repos?per_page=100&type=all`, following `rel="next"`
-//! links exactly as GitHub gives them, one page at a time: GitHub asks for
-//! serial requests to stay clear of secondary limits, and each page goes to
-//! the sink before the next is fetched, so memory stays flat for any size.
+//! `GET /orgs/{org}/repos?per_page=100&type=all`: page 1, then pages 2..N
+//! from its `rel="last"` link, a few at a time within the credential's
+//! budget and `max_concurrency` (GitHub's secondary limits reward restraint),
+//! each conditional on its cached ETag (see [`listing`]). Pages go to the
+//! sink as they arrive through a bounded channel, so memory stays flat for
+//! any size.
 //!
 //! A page that still fails after retries ends the listing as incomplete:
 //! the registry then marks nothing missing (a partial listing is never
@@ -14,12 +16,12 @@
 //! instead, so the job can fail or be rescheduled.
 
 pub mod client;
+mod listing;
 pub mod mapping;
 pub mod model;
 pub mod scopes;
 
-use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{Platform, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use tokio::sync::mpsc::Sender;
@@ -29,7 +31,8 @@ use url::Url;
 use self::client::GithubClient;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted};
-use crate::common::link;
+use crate::common::page_cache::PageCache;
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 use crate::{Connector, ListingReport, ReadOutcome};
 
@@ -38,7 +41,6 @@ const PLATFORM: Platform = Platform::Github;
 const MAX_PER_PAGE: u32 = 100;
 
 /// Lists one GitHub organisation with one credential.
-#[derive(Debug)]
 pub struct GithubConnector {
     client: GithubClient,
     org: String,
@@ -46,6 +48,18 @@ pub struct GithubConnector {
     /// `html_url` (until then it is the one implied by the API base URL,
     /// which is right for github.com and GHES but not for a simulator).
     web_host: Mutex<(String, bool)>,
+    /// Conditional-request answers of this connection, if kept.
+    cache: Option<Arc<dyn PageCache>>,
+}
+
+impl std::fmt::Debug for GithubConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubConnector")
+            .field("client", &self.client)
+            .field("org", &self.org)
+            .field("page_cache", &self.cache.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GithubConnector {
@@ -64,7 +78,23 @@ impl GithubConnector {
             client,
             org: org.to_owned(),
             web_host: Mutex::new((web_host, false)),
+            cache: None,
         })
+    }
+
+    /// Spends the fleet's shared budget of the credential identified by
+    /// `credential` (a fingerprint, never the token). GitHub's REST calls
+    /// made here all draw on the `core` resource.
+    pub fn with_budget(mut self, budget: Arc<dyn SharedBudget>, credential: &str) -> Self {
+        let key = format!("{PLATFORM}:{credential}:core");
+        self.client = self.client.with_shared_budget(budget, key);
+        self
+    }
+
+    /// Fetches listing pages conditionally against `cache`.
+    pub fn with_page_cache(mut self, cache: Arc<dyn PageCache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     pub fn org(&self) -> &str {
@@ -131,113 +161,6 @@ impl GithubConnector {
         let record = mapping::org_record(&fetched.value, &self.web_host().0)?;
         self.set_web_host(record.address.tenant());
         Ok((record, scopes::scopes(&fetched.headers)))
-    }
-
-    async fn list_inner(
-        &self,
-        sink: &Sender<Vec<SpaceRecord>>,
-        counters: &Counters,
-    ) -> Result<ListingReport> {
-        let (org_record, mut scopes) = self.read_org(counters).await?;
-        let host = org_record.address.tenant().to_owned();
-        self.send(sink, vec![org_record]).await?;
-
-        let mut failures = Vec::new();
-        let mut seen_urls = HashSet::new();
-        let mut next = Some(self.repos_url());
-        let mut page = 0u32;
-        let mut items = 0u64;
-        while let Some(url) = next.take() {
-            page += 1;
-            seen_urls.insert(url.to_string());
-            let fetched = match self
-                .client
-                .http()
-                .get_json::<Vec<serde_json::Value>>(&url, counters)
-                .await
-            {
-                Ok(f) => f,
-                Err(Exhausted { error, attempts }) => {
-                    if matches!(
-                        error,
-                        ConnectorError::RateLimited { .. } | ConnectorError::Unauthorized { .. }
-                    ) {
-                        return Err(error);
-                    }
-                    tracing::warn!(page, attempts, error = %error, "listing page failed; listing is partial");
-                    failures.push(format!("page {page}: {error} after {attempts} attempts"));
-                    break;
-                }
-            };
-            counters.page();
-            if let Some(s) = scopes::scopes(&fetched.headers) {
-                scopes = Some(s);
-            }
-            let mut records = Vec::with_capacity(fetched.value.len());
-            for (i, item) in fetched.value.into_iter().enumerate() {
-                match serde_json::from_value::<model::Repo>(item)
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| mapping::repo_record(&r, &host).map_err(|e| e.to_string()))
-                {
-                    Ok(r) => records.push(r),
-                    Err(e) => failures.push(format!("page {page}: item {}: {e}", i + 1)),
-                }
-            }
-            items += records.len() as u64;
-            self.send(sink, records).await?;
-
-            next = match link::next_url(&fetched.headers, &fetched.url) {
-                None => None,
-                Some(Err(e)) => {
-                    failures.push(format!("page {page}: unparsable next link: {e}"));
-                    None
-                }
-                Some(Ok(n)) if !self.client.same_origin(&n) => {
-                    let error = ConnectorError::Pagination {
-                        platform: PLATFORM,
-                        url: n.to_string(),
-                        why: format!(
-                            "not on the API origin {}",
-                            self.client.base().origin().ascii_serialization()
-                        ),
-                    };
-                    failures.push(format!("page {page}: {error}"));
-                    None
-                }
-                Some(Ok(n)) if seen_urls.contains(n.as_str()) => {
-                    let error = ConnectorError::Pagination {
-                        platform: PLATFORM,
-                        url: n.to_string(),
-                        why: "that page was already read (pagination loop)".into(),
-                    };
-                    failures.push(format!("page {page}: {error}"));
-                    None
-                }
-                Some(Ok(n)) => Some(n),
-            };
-        }
-
-        let risks = scopes
-            .as_deref()
-            .and_then(scopes::write_scope_risk)
-            .into_iter()
-            .collect();
-        let report = ListingReport {
-            complete: failures.is_empty(),
-            figures: counters.figures(),
-            failures,
-            risks,
-        };
-        tracing::info!(
-            pages = report.figures.pages,
-            repos = items,
-            requests = report.figures.requests,
-            retries = report.figures.retries,
-            rate_limit_waits = report.figures.rate_limit_waits,
-            complete = report.complete,
-            "listing finished"
-        );
-        Ok(report)
     }
 }
 

@@ -263,7 +263,7 @@ fn validate_connection_id(id: &str) -> Result<()> {
 
 impl Store {
     /// Point a connection at another API base and token (a moved GHES
-    /// host, a rotated token). The token is sealed again; both changes are
+    /// host, a rotated token), and replace its settings when given. The token is sealed again; both changes are
     /// audited, the token itself never.
     pub async fn update_connection_endpoint(
         &self,
@@ -271,9 +271,11 @@ impl Store {
         id: &str,
         base_url: &str,
         token: &Token,
+        settings: Option<&serde_json::Value>,
         actor: &str,
     ) -> Result<ConnectionRow> {
         let before = self.get_connection(id).await?;
+        let settings = settings.map(|s| s.to_string());
         let sealed = cipher.seal_token(token, &token_context(id))?;
         let now = now_ms();
         let entry = NewAuditEntry {
@@ -285,8 +287,11 @@ impl Store {
             after: Some(serde_json::json!({ "base_url": base_url, "token": "replaced" })),
         };
         in_tx!(self, tx => {
-            sqlx::query("UPDATE connections SET base_url = $1, token_sealed = $2, updated_at = $3 WHERE id = $4")
-                .bind(base_url).bind(&sealed).bind(now).bind(id)
+            sqlx::query(
+                "UPDATE connections SET base_url = $1, token_sealed = $2, updated_at = $3, \
+                 settings = COALESCE($5, settings) WHERE id = $4",
+            )
+                .bind(base_url).bind(&sealed).bind(now).bind(id).bind(&settings)
                 .execute(&mut *tx).await?;
             insert_audit!(&mut *tx, &entry, now)?;
         });

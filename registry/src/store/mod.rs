@@ -18,14 +18,33 @@ use sqlx::{PgPool, SqlitePool};
 use crate::error::{RegistryError, Result};
 
 mod audit;
+mod budget;
 mod connections;
+mod drive;
+mod http_cache;
+mod keys;
+mod places;
+mod proposals;
 mod runs;
 mod spaces;
+mod webhooks;
 
 pub use audit::{AuditEntry, NewAuditEntry};
+pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
+pub use http_cache::CachedPageRow;
+pub use drive::DrivePageToken;
 pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
+pub use keys::{ApiKeyRow, NewApiKey, POWERS, ROLES, SessionRow};
+pub use places::{PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key, normalise_place_name};
+pub use proposals::{
+    Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures, ProposalFilter, ProposalRow,
+    ProposalTarget,
+};
 pub use runs::SyncRunRow;
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
+pub use webhooks::{
+    DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob, Recorded, new_ulid,
+};
 
 /// The migration history table of the project. apalis keeps its own
 /// `_sqlx_migrations` in the same SQLite file; sharing it breaks both.

@@ -1,1 +1,2 @@
+pub mod handle_delivery;
 pub mod sync_connection;

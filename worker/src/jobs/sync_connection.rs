@@ -57,7 +57,20 @@ pub async fn handle(
     state: Data<Arc<WorkerState>>,
 ) -> Result<String, BoxDynError> {
     let state: &WorkerState = &state;
-    match run_sync(&state.ctx, &job.connection_id, &job.trigger).await? {
+    // A Drive full sync also records each drive's change-feed position, so
+    // webhook notifications can read only what changed since.
+    let platform = state
+        .ctx
+        .store
+        .get_connection(&job.connection_id)
+        .await?
+        .platform;
+    let result = if platform == cmcp_domain::Platform::Drive {
+        crate::drive::run_full(&state.ctx, &job.connection_id, &job.trigger).await?
+    } else {
+        run_sync(&state.ctx, &job.connection_id, &job.trigger).await?
+    };
+    match result {
         SyncResult::Deferred { holder, until_ms } => {
             let wait_ms = (until_ms - chrono::Utc::now().timestamp_millis()).max(0);
             let delay = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))

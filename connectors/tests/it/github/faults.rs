@@ -45,8 +45,9 @@ async fn ten_percent_mixed_faults_still_give_exactly_the_sims_repos() {
     // add one more).
     assert!(f.retries >= stats.faults_injected, "{f:?} vs {stats:?}");
     assert_eq!(f.requests, 51 + f.retries);
-    // Injected 429 / secondary 403 carry retry-after: waited out.
-    assert_eq!(f.rate_limit_waits, stats.rate_limited, "{f:?} vs {stats:?}");
+    // Injected 429 / secondary 403 carry retry-after: waited out, and the
+    // pause also holds back the pages fetched alongside.
+    assert!(f.rate_limit_waits >= stats.rate_limited, "{f:?} vs {stats:?}");
 }
 
 #[tokio::test]
@@ -79,14 +80,14 @@ async fn failing_page_makes_the_listing_partial_and_says_why() {
         "{failure}"
     );
     assert!(failure.ends_with("after 3 attempts"), "{failure}");
-    // Pages 1 and 2 were sent and stay sent.
+    // Every other page (1, 2, 4, 5) was read and sent, and stays sent.
     let repos = listed
         .records()
         .iter()
         .filter(|r| r.address.kind() == SpaceKind::GithubRepo)
         .count();
-    assert_eq!(repos, 20);
-    assert_eq!(report.figures.pages, 2);
+    assert_eq!(repos, 40);
+    assert_eq!(report.figures.pages, 4);
     assert_eq!(report.figures.retries, 2);
 }
 

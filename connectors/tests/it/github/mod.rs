@@ -1,5 +1,6 @@
 //! The GitHub connector against the simulated GitHub.
 
+mod concurrency;
 mod faults;
 mod listing;
 mod read;

@@ -1,0 +1,266 @@
+//! The ADMIN's JSON API (`/v1/…`), described by the OpenAPI document at
+//! `/v1/openapi.json`. Every route authenticates the caller first (401) and
+//! then checks the role and named power it needs (403), before reading any
+//! query or body.
+
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use cmcp_registry::{Decision, PlaceInput, ProposalFilter};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::AdminState;
+use crate::auth::{Caller, Need};
+use crate::error::AdminError;
+
+type ApiResult = Result<Json<Value>, AdminError>;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "cmcp-discovery admin API", description = "Mapping proposals, mappings, places, connections and the audit log. Bearer API keys."),
+    modifiers(&BearerAuth),
+    security(("api_key" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ProposalQuery {
+    /// proposed, approved, rejected or superseded.
+    pub state: Option<String>,
+    /// github, bitbucket, jira or drive.
+    pub platform: Option<String>,
+    pub min_confidence: Option<i64>,
+    pub max_confidence: Option<i64>,
+    /// Substring of the space name, target or evidence.
+    pub text: Option<String>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/v1/proposals", params(ProposalQuery),
+    responses((status = 200, description = "Proposals with their evidence in words"),
+              (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the mappings power")))]
+async fn list_proposals(
+    State(st): State<AdminState>,
+    caller: Caller,
+    Query(q): Query<ProposalQuery>,
+) -> ApiResult {
+    caller.require(Need::Power("mappings"))?;
+    let filter = ProposalFilter {
+        state: q.state,
+        platform: q.platform,
+        min_confidence: q.min_confidence,
+        max_confidence: q.max_confidence,
+        text: q.text,
+        limit: q.limit.unwrap_or(100).clamp(1, 5000),
+        offset: q.offset.unwrap_or(0),
+    };
+    let total = st.store.count_proposals(&filter).await?;
+    let items = st.store.list_proposals(&filter).await?;
+    Ok(Json(json!({ "total": total, "items": items })))
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionBody {
+    Approve,
+    Reject,
+    Undo,
+}
+
+impl From<DecisionBody> for Decision {
+    fn from(d: DecisionBody) -> Self {
+        match d {
+            DecisionBody::Approve => Decision::Approve,
+            DecisionBody::Reject => Decision::Reject,
+            DecisionBody::Undo => Decision::Undo,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DecideBody {
+    pub ids: Vec<i64>,
+    pub decision: DecisionBody,
+    /// Why; required to reject or undo.
+    pub reason: Option<String>,
+}
+
+/// Decide proposals in bulk: one transaction, all or nothing.
+pub async fn decide(
+    st: &AdminState,
+    caller_actor: &str,
+    body: &DecideBody,
+) -> Result<Vec<cmcp_registry::ProposalRow>, AdminError> {
+    let reason = body
+        .reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty());
+    if reason.is_none() && !matches!(body.decision, DecisionBody::Approve) {
+        return Err(AdminError::BadRequest(
+            "a reason is required to reject or undo".to_owned(),
+        ));
+    }
+    if body.ids.is_empty() {
+        return Err(AdminError::BadRequest("no proposals selected".to_owned()));
+    }
+    Ok(st
+        .store
+        .decide_proposals(&body.ids, body.decision.into(), caller_actor, reason)
+        .await?)
+}
+
+#[utoipa::path(post, path = "/v1/proposals/decisions", request_body = DecideBody,
+    responses((status = 200, description = "Every proposal decided, each with its audit entry"),
+              (status = 400, description = "An item is invalid; nothing was decided"),
+              (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the mappings power")))]
+async fn decide_proposals(
+    State(st): State<AdminState>,
+    caller: Caller,
+    body: Json<Value>,
+) -> ApiResult {
+    caller.require(Need::Power("mappings"))?;
+    let body: DecideBody =
+        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let decided = decide(&st, &caller.actor(), &body).await?;
+    Ok(Json(json!({ "decided": decided.len(), "items": decided })))
+}
+
+#[utoipa::path(get, path = "/v1/mappings",
+    responses((status = 200, description = "Approved mappings"), (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the mappings power")))]
+async fn list_mappings(State(st): State<AdminState>, caller: Caller) -> ApiResult {
+    caller.require(Need::Power("mappings"))?;
+    Ok(Json(json!({ "items": st.store.list_mappings().await? })))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PlaceBody {
+    pub id: String,
+    /// project, team or client.
+    pub kind: String,
+    pub name: String,
+    pub key: Option<String>,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+#[utoipa::path(put, path = "/v1/places", request_body = Vec<PlaceBody>,
+    responses((status = 200, description = "The complete set loaded; places not in it are retired"),
+              (status = 400, description = "Invalid place; nothing loaded"),
+              (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the mappings power")))]
+async fn put_places(State(st): State<AdminState>, caller: Caller, body: Json<Value>) -> ApiResult {
+    caller.require(Need::Power("mappings"))?;
+    let places: Vec<PlaceInput> =
+        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let figures = st.store.put_places(&places, &caller.actor()).await?;
+    let proposals = cmcp_matching::refresh_proposals(&st.store, &st.matching).await?;
+    Ok(Json(json!({ "places": figures, "proposals": proposals })))
+}
+
+/// Connections with their status, risks and last run.
+pub async fn connections_overview(st: &AdminState) -> Result<Vec<Value>, AdminError> {
+    let mut out = Vec::new();
+    for c in st.store.list_connections().await? {
+        let last = st.store.last_run(&c.id).await?;
+        out.push(json!({ "connection": c, "last_run": last }));
+    }
+    Ok(out)
+}
+
+#[utoipa::path(get, path = "/v1/connections",
+    responses((status = 200, description = "Connections with status, risk notices and last run"),
+              (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the connections power")))]
+async fn list_connections(State(st): State<AdminState>, caller: Caller) -> ApiResult {
+    caller.require(Need::Power("connections"))?;
+    Ok(Json(json!({ "items": connections_overview(&st).await? })))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct StatusBody {
+    /// enabled or disabled.
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+#[utoipa::path(post, path = "/v1/connections/{id}/status", request_body = StatusBody,
+    params(("id" = String, Path, description = "Connection id")),
+    responses((status = 200, description = "Status set (audited)"), (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key with the connections power")))]
+async fn set_connection_status(
+    State(st): State<AdminState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Json<Value>,
+) -> ApiResult {
+    caller.require(Need::Power("connections"))?;
+    let body: StatusBody =
+        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let changed = st
+        .store
+        .set_connection_status(&id, &body.status, &caller.actor(), body.reason.as_deref())
+        .await?;
+    Ok(Json(
+        json!({ "id": id, "status": body.status, "changed": changed }),
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AuditQuery {
+    pub limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/v1/audit", params(AuditQuery),
+    responses((status = 200, description = "The audit log, newest first"), (status = 401, description = "No valid API key"),
+              (status = 403, description = "Needs an admin key")))]
+async fn list_audit(
+    State(st): State<AdminState>,
+    caller: Caller,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult {
+    caller.require(Need::Admin)?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    Ok(Json(json!({ "items": st.store.list_audit(limit).await? })))
+}
+
+/// The `/v1` routes and the OpenAPI document describing them.
+pub fn router(state: AdminState) -> Router {
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(list_proposals))
+        .routes(routes!(decide_proposals))
+        .routes(routes!(list_mappings))
+        .routes(routes!(put_places))
+        .routes(routes!(list_connections))
+        .routes(routes!(set_connection_status))
+        .routes(routes!(list_audit))
+        .split_for_parts();
+    let doc = std::sync::Arc::new(doc);
+    router
+        .route(
+            "/v1/openapi.json",
+            get(move || async move { Json(doc.as_ref().clone()) }),
+        )
+        .with_state(state)
+}

@@ -1,0 +1,44 @@
+//! The ADMIN's side of discovery: the `/v1` JSON API (proposals decided in
+//! bulk, mappings, places, connections, audit) with API keys, roles and
+//! named powers; and the one screen at `/admin`. Served by `cmcp-discovery serve` next to the health routes.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod screen;
+pub mod seed;
+pub mod session;
+
+use axum::Router;
+use cmcp_registry::Store;
+
+pub use auth::{create_key, generate_secret, hash_secret};
+pub use error::AdminError;
+pub use seed::seed_demo_places_and_key;
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub store: Store,
+    pub matching: cmcp_matching::Settings,
+}
+
+impl AdminState {
+    pub fn new(store: Store) -> AdminState {
+        AdminState {
+            store,
+            matching: cmcp_matching::Settings::default(),
+        }
+    }
+}
+
+/// Every admin route, ready to merge into the edge router.
+pub fn router(state: AdminState) -> Router {
+    api::router(state.clone()).merge(screen::router(state))
+}
+
+/// Milliseconds since the epoch as a UTC time for the screen.
+pub fn when(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}

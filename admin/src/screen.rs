@@ -1,0 +1,434 @@
+//! The ADMIN's one screen at `/admin`: server-rendered HTML forms, no
+//! JavaScript. Pending proposals grouped by platform and confidence with
+//! their evidence in words, decided in bulk with a reason; decided ones
+//! with undo; connections with status, risks and last run. maud escapes
+//! every upstream string; every POST checks Origin and the CSRF token.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::header::{LOCATION, SET_COOKIE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use cmcp_registry::{ProposalFilter, ProposalRow};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use crate::AdminState;
+use crate::api::{DecideBody, DecisionBody, connections_overview, decide};
+use crate::auth::{actor_of, hash_secret};
+use crate::error::AdminError;
+use crate::session::{self, Session};
+
+pub const PAGE_SIZE: i64 = 100;
+
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/admin", get(screen))
+        .route("/admin/sign-in", post(sign_in))
+        .route("/admin/sign-out", post(sign_out))
+        .route("/admin/decide", post(decide_form))
+        .route("/admin/connection", post(connection_form))
+        .with_state(state)
+}
+
+fn layout(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { (title) }
+                style { "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}.conflict{color:#b00}.msg{background:#ffd;padding:.5em}" }
+            }
+            body { (body) }
+        }
+    }
+}
+
+fn html_error(e: AdminError) -> Response {
+    let status = e.status();
+    let body = layout(
+        "cmcp-discovery admin",
+        html! {
+            h1 { "Not done" }
+            p { (e.to_string()) }
+            p { a href="/admin" { "Back" } }
+        },
+    );
+    (status, body).into_response()
+}
+
+fn redirect(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(LOCATION, to.to_owned())]).into_response()
+}
+
+fn sign_in_page(message: Option<&str>) -> Markup {
+    layout(
+        "Sign in: cmcp-discovery admin",
+        html! {
+            h1 { "cmcp-discovery admin" }
+            @if let Some(m) = message { p.msg { (m) } }
+            form method="post" action="/admin/sign-in" {
+                label { "Admin key " input type="password" name="key" autocomplete="off" required; }
+                " "
+                button type="submit" id="sign-in" { "Sign in" }
+            }
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ScreenQuery {
+    pub view: Option<String>,
+    pub page: Option<i64>,
+    pub msg: Option<String>,
+}
+
+fn band(confidence: i64) -> &'static str {
+    match confidence {
+        85.. => "high",
+        70..=84 => "medium",
+        _ => "low",
+    }
+}
+
+fn target_words(p: &ProposalRow) -> String {
+    match (&p.place_id, &p.create_name) {
+        (Some(place), _) => format!("→ place {place}"),
+        (None, Some(name)) => format!("→ create cMCP project \"{name}\""),
+        _ => p.target.clone(),
+    }
+}
+
+fn proposal_rows(rows: &[&ProposalRow], group: Option<&str>) -> Markup {
+    html! {
+        table {
+            tr { th { "" } th { "Space" } th { "Proposal" } th { "Confidence" } th { "Evidence" } @if group.is_none() { th { "Decision" } } }
+            @for p in rows {
+                tr data-proposal=(p.id) {
+                    td { input type="checkbox" name="id" value=(p.id) id={"p" (p.id)}; }
+                    td { label for={"p" (p.id)} { (p.space_name) } br; small { (p.container.to_string()) } }
+                    td { (target_words(p)) @if p.conflict { br; strong.conflict { "conflict: this space has strong evidence for more than one place" } } }
+                    td { (p.confidence) }
+                    td { ul { @for line in &p.evidence_text { li { (line) } } } }
+                    @if group.is_none() { td.state { (p.state) @if let Some(by) = &p.decided_by { " by " (by) } @if let Some(r) = &p.reason { ": " (r) } } }
+                    @if let Some(g) = group { input type="hidden" name={"g:" (g)} value=(p.id); }
+                }
+            }
+        }
+    }
+}
+
+fn pager(view: &str, page: i64, total: u64) -> Markup {
+    let pages = (total as i64 + PAGE_SIZE - 1) / PAGE_SIZE;
+    html! {
+        p.pager {
+            "Page " (page + 1) " of " (pages.max(1)) " (" (total) " in all) "
+            @if page > 0 { a href={"/admin?view=" (view) "&page=" (page - 1)} { "previous" } " " }
+            @if page + 1 < pages { a href={"/admin?view=" (view) "&page=" (page + 1)} { "next" } }
+        }
+    }
+}
+
+async fn screen(
+    State(st): State<AdminState>,
+    headers: HeaderMap,
+    Query(q): Query<ScreenQuery>,
+) -> Response {
+    match render(&st, &headers, &q).await {
+        Ok(r) => r,
+        Err(e) => html_error(e),
+    }
+}
+
+async fn render(
+    st: &AdminState,
+    headers: &HeaderMap,
+    q: &ScreenQuery,
+) -> Result<Response, AdminError> {
+    let Some(s) = session::current(&st.store, headers).await? else {
+        return Ok(sign_in_page(None).into_response());
+    };
+    let view = if q.view.as_deref() == Some("decided") {
+        "decided"
+    } else {
+        "pending"
+    };
+    let page = q.page.unwrap_or(0).max(0);
+    let filter = |state: &str| ProposalFilter {
+        state: Some(state.to_owned()),
+        limit: PAGE_SIZE,
+        offset: page * PAGE_SIZE,
+        ..Default::default()
+    };
+    let pending_total = st.store.count_proposals(&filter("proposed")).await?;
+    let body = if view == "pending" {
+        let rows = st.store.list_proposals(&filter("proposed")).await?;
+        let mut groups: BTreeMap<(String, u8, &str), Vec<&ProposalRow>> = BTreeMap::new();
+        for p in &rows {
+            let b = band(p.confidence);
+            let order = match b {
+                "high" => 0,
+                "medium" => 1,
+                _ => 2,
+            };
+            groups
+                .entry((p.platform.clone(), order, b))
+                .or_default()
+                .push(p);
+        }
+        html! {
+            h2 { "Pending proposals (" (pending_total) ")" }
+            (pager("pending", page, pending_total))
+            form method="post" action="/admin/decide" {
+                input type="hidden" name="csrf" value=(s.csrf);
+                input type="hidden" name="back" value={"/admin?view=pending&page=" (page)};
+                p {
+                    label { "Reason " input type="text" name="reason" id="reason" size="50"; }
+                    " "
+                    button type="submit" name="action" value="approve" id="approve-selected" { "Approve selected" }
+                    " "
+                    button type="submit" name="action" value="reject" id="reject-selected" { "Reject selected" }
+                }
+                @if rows.is_empty() { p { "Nothing waits for a decision." } }
+                @for ((platform, _, b), list) in &groups {
+                    @let g = format!("{platform}:{b}");
+                    h3 { (platform) ", " (b) " confidence (" (list.len()) " on this page)" }
+                    p {
+                        button type="submit" name="action" value={"approve-all:" (g)} { "Approve all in this group" }
+                        " "
+                        button type="submit" name="action" value={"reject-all:" (g)} { "Reject all in this group" }
+                    }
+                    (proposal_rows(list, Some(&g)))
+                }
+            }
+        }
+    } else {
+        let mut f = filter("approved");
+        let approved = st.store.list_proposals(&f).await?;
+        let approved_total = st.store.count_proposals(&f).await?;
+        f.state = Some("rejected".to_owned());
+        let rejected = st.store.list_proposals(&f).await?;
+        let rejected_total = st.store.count_proposals(&f).await?;
+        let decided: Vec<&ProposalRow> = approved.iter().chain(&rejected).collect();
+        html! {
+            h2 { "Decided proposals (" (approved_total) " approved, " (rejected_total) " rejected)" }
+            (pager("decided", page, approved_total.max(rejected_total)))
+            form method="post" action="/admin/decide" {
+                input type="hidden" name="csrf" value=(s.csrf);
+                input type="hidden" name="back" value={"/admin?view=decided&page=" (page)};
+                p {
+                    label { "Reason " input type="text" name="reason" size="50"; }
+                    " "
+                    button type="submit" name="action" value="undo" id="undo-selected" { "Undo selected" }
+                }
+                (proposal_rows(&decided, None))
+            }
+        }
+    };
+    let connections = connections_overview(st).await?;
+    let page = layout(
+        "cmcp-discovery admin",
+        html! {
+            h1 { "cmcp-discovery admin" }
+            form method="post" action="/admin/sign-out" {
+                "Signed in as " (actor_of(&s.row.key)) " "
+                input type="hidden" name="csrf" value=(s.csrf);
+                button type="submit" { "Sign out" }
+            }
+            @if let Some(m) = &q.msg { p.msg { (m) } }
+            nav { a href="/admin?view=pending" { "Pending" } " | " a href="/admin?view=decided" { "Decided" } }
+            (body)
+            h2 { "Connections" }
+            table {
+                tr { th { "Connection" } th { "Status" } th { "Risks" } th { "Last run" } th { "Rate budget" } th { "Change" } }
+                @for c in &connections {
+                    @let id = c["connection"]["id"].as_str().unwrap_or_default();
+                    @let status = c["connection"]["status"].as_str().unwrap_or_default();
+                    tr {
+                        td { (id) br; small { (c["connection"]["platform"].as_str().unwrap_or_default()) " " (c["connection"]["scope"].as_str().unwrap_or_default()) } }
+                        td { (status) }
+                        td { ul { @for r in c["connection"]["risks"].as_array().into_iter().flatten() { li { (r["message"].as_str().or(r["code"].as_str()).unwrap_or_default()) } } } }
+                        td { @if c["last_run"].is_null() { "never" } @else {
+                            (c["last_run"]["outcome"].as_str().unwrap_or_default()) ", "
+                            (c["last_run"]["figures"]["items_seen"].as_i64().unwrap_or_default()) " items, "
+                            (c["last_run"]["figures"]["rate_limit_waits"].as_i64().unwrap_or_default()) " rate-limit waits, "
+                            (crate::when(c["last_run"]["started_at"].as_i64().unwrap_or_default()))
+                        } }
+                        td { (c["connection"]["settings"]["rate_remaining"].as_i64().map(|n| n.to_string()).unwrap_or_else(|| "not reported".to_owned())) }
+                        td {
+                            form method="post" action="/admin/connection" {
+                                input type="hidden" name="csrf" value=(s.csrf);
+                                input type="hidden" name="id" value=(id);
+                                input type="hidden" name="status" value=(if status == "enabled" { "disabled" } else { "enabled" });
+                                input type="text" name="reason" placeholder="reason";
+                                button type="submit" { (if status == "enabled" { "Disable" } else { "Enable" }) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+    Ok(page.into_response())
+}
+
+/// Repeated `name=value` pairs of a form body.
+fn form_pairs(body: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+async fn sign_in(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+    if let Err(e) = session::check_origin(&headers) {
+        return html_error(e);
+    }
+    let pairs = form_pairs(&body);
+    let key = field(&pairs, "key").unwrap_or("").trim();
+    let found = match st.store.key_by_hash(&hash_secret(key)).await {
+        Ok(k) => k,
+        Err(e) => return html_error(e.into()),
+    };
+    match found {
+        Some(k) if k.role == "admin" && !key.is_empty() => {
+            match session::start(&st.store, &k.id).await {
+                Ok(sid) => (
+                    StatusCode::SEE_OTHER,
+                    [
+                        (LOCATION, "/admin".to_owned()),
+                        (SET_COOKIE, session::set_cookie(&sid)),
+                    ],
+                )
+                    .into_response(),
+                Err(e) => html_error(e),
+            }
+        }
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            sign_in_page(Some("That is not a live admin key.")),
+        )
+            .into_response(),
+    }
+}
+
+/// The session of a POST after the Origin and CSRF checks.
+async fn checked(
+    st: &AdminState,
+    headers: &HeaderMap,
+    pairs: &[(String, String)],
+) -> Result<Session, AdminError> {
+    session::check_origin(headers)?;
+    let s = session::current(&st.store, headers)
+        .await?
+        .ok_or(AdminError::Unauthorized)?;
+    session::check_csrf(&s, field(pairs, "csrf"))?;
+    Ok(s)
+}
+
+async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+    let pairs = form_pairs(&body);
+    match checked(&st, &headers, &pairs).await {
+        Ok(s) => match st.store.delete_session(&s.id_hash).await {
+            Ok(()) => (
+                StatusCode::SEE_OTHER,
+                [
+                    (LOCATION, "/admin".to_owned()),
+                    (SET_COOKIE, session::clear_cookie()),
+                ],
+            )
+                .into_response(),
+            Err(e) => html_error(e.into()),
+        },
+        Err(e) => html_error(e),
+    }
+}
+
+fn back_to(pairs: &[(String, String)], msg: &str) -> String {
+    let back = field(pairs, "back")
+        .filter(|b| b.starts_with("/admin?") && !b.contains("//"))
+        .unwrap_or("/admin?view=pending");
+    let msg: String = url::form_urlencoded::byte_serialize(msg.as_bytes()).collect();
+    format!("{back}&msg={msg}")
+}
+
+async fn decide_form(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+    let pairs = form_pairs(&body);
+    let run = async {
+        let s = checked(&st, &headers, &pairs).await?;
+        if !s.row.key.has_power("mappings") {
+            return Err(AdminError::Forbidden(
+                "deciding needs the mappings power".to_owned(),
+            ));
+        }
+        let action = field(&pairs, "action").unwrap_or("");
+        let (verb, ids_from) = match action.split_once('-') {
+            Some((verb, rest)) if rest.starts_with("all:") => (verb, format!("g:{}", &rest[4..])),
+            _ => (action, "id".to_owned()),
+        };
+        let decision = match verb {
+            "approve" => DecisionBody::Approve,
+            "reject" => DecisionBody::Reject,
+            "undo" => DecisionBody::Undo,
+            _ => return Err(AdminError::BadRequest(format!("unknown action {action:?}"))),
+        };
+        let ids: Vec<i64> = pairs
+            .iter()
+            .filter(|(k, _)| *k == ids_from)
+            .map(|(_, v)| {
+                v.parse()
+                    .map_err(|_| AdminError::BadRequest(format!("bad proposal id {v:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let body = DecideBody {
+            ids,
+            decision,
+            reason: field(&pairs, "reason").map(str::to_owned),
+        };
+        let done = decide(&st, &actor_of(&s.row.key), &body).await?;
+        Ok(format!("{} proposal(s): {verb} done", done.len()))
+    };
+    match run.await {
+        Ok(msg) => redirect(&back_to(&pairs, &msg)),
+        Err(e) => html_error(e),
+    }
+}
+
+async fn connection_form(
+    State(st): State<AdminState>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let pairs = form_pairs(&body);
+    let run = async {
+        let s = checked(&st, &headers, &pairs).await?;
+        if !s.row.key.has_power("connections") {
+            return Err(AdminError::Forbidden(
+                "this needs the connections power".to_owned(),
+            ));
+        }
+        let id = field(&pairs, "id").unwrap_or("");
+        let status = field(&pairs, "status").unwrap_or("");
+        let reason = field(&pairs, "reason")
+            .map(str::trim)
+            .filter(|r| !r.is_empty());
+        st.store
+            .set_connection_status(id, status, &actor_of(&s.row.key), reason)
+            .await?;
+        Ok(format!("connection {id}: {status}"))
+    };
+    match run.await {
+        Ok(msg) => redirect(&back_to(&pairs, &msg)),
+        Err(e) => html_error(e),
+    }
+}

@@ -1,0 +1,59 @@
+//! `keys create|list|revoke`: API keys for the admin API and screen. The
+//! key is printed once at creation; only its hash is stored.
+
+use anyhow::Result;
+
+use crate::app::App;
+use crate::cli::KeysCmd;
+
+pub async fn run(app: &App, cmd: KeysCmd) -> Result<()> {
+    match cmd {
+        KeysCmd::Create { role, powers, name } => {
+            let powers: Vec<String> = powers
+                .iter()
+                .flat_map(|p| p.split(','))
+                .map(|p| p.trim().to_owned())
+                .filter(|p| !p.is_empty())
+                .collect();
+            let (row, secret) =
+                cmcp_admin::create_key(&app.store, &name, &role, &powers, "cli").await?;
+            println!(
+                "created {} ({}, role {}, powers [{}])",
+                row.id, row.name, row.role, row.powers
+            );
+            println!("key (shown once, keep it safe): {secret}");
+            Ok(())
+        }
+        KeysCmd::List { json } => {
+            let keys = app.store.list_api_keys().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+                return Ok(());
+            }
+            println!(
+                "{:<22} {:<8} {:<22} {:<8} NAME",
+                "ID", "ROLE", "POWERS", "STATE"
+            );
+            for k in keys {
+                let state = if k.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "live"
+                };
+                println!(
+                    "{:<22} {:<8} {:<22} {:<8} {}",
+                    k.id, k.role, k.powers, state, k.name
+                );
+            }
+            Ok(())
+        }
+        KeysCmd::Revoke { id } => {
+            if app.store.revoke_api_key(&id, "cli").await? {
+                println!("revoked {id}; its sessions are ended");
+            } else {
+                println!("{id} was already revoked");
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Bitbucket Cloud: list a workspace's projects and repositories and read
+//! one by its uuid.
+//!
+//! A listing is `GET /2.0/workspaces/{workspace}` (the container and the
+//! tenant: its uuid), then `GET /2.0/workspaces/{workspace}/projects` and
+//! `GET /2.0/repositories/{workspace}` with `pagelen=100`, following each
+//! page's `next` exactly as given ("refrain from constructing your own
+//! URLs"), one page at a time. Containers go to the sink before what they
+//! contain: workspace, projects, repositories.
+//!
+//! Credentials are `bearer:<access token>` or `basic:<email>:<API token>`
+//! (see [`client::credential`]); app passwords are refused.
+
+pub mod client;
+pub mod mapping;
+pub mod model;
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+use cmcp_domain::{Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token};
+use reqwest::header::HeaderMap;
+use tokio::sync::mpsc::Sender;
+use tracing::Instrument;
+use url::Url;
+
+use self::client::BitbucketClient;
+use crate::common::config::HttpConfig;
+use crate::common::http::{Counters, Exhausted};
+use crate::error::{ConnectorError, Result};
+use crate::{Connector, ListingReport, ReadOutcome};
+
+const PLATFORM: Platform = Platform::Bitbucket;
+/// Bitbucket's largest `pagelen`.
+const MAX_PAGELEN: u32 = 100;
+
+/// Lists one Bitbucket Cloud workspace with one credential.
+#[derive(Debug)]
+pub struct BitbucketConnector {
+    client: BitbucketClient,
+    workspace: String,
+    /// The workspace uuid (canonical) once read: the tenant of every address.
+    tenant: Mutex<Option<String>>,
+}
+
+/// Scopes that let a credential change something: legacy names
+/// (`repository:write`, `project:admin`) and granular ones
+/// (`write:repository:bitbucket`, `delete:project:bitbucket`).
+pub fn write_scope_risk(headers: &HeaderMap) -> Option<RiskNotice> {
+    let scopes = headers.get("x-oauth-scopes")?.to_str().ok()?;
+    let writes: Vec<&str> = scopes
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|s| {
+            s.split(':')
+                .any(|part| matches!(part, "write" | "admin" | "delete"))
+        })
+        .collect();
+    (!writes.is_empty()).then(|| RiskNotice {
+        code: "write-scope".into(),
+        message: format!(
+            "the Bitbucket credential can change things ({}); the catalogue only needs read scopes \
+             (read:repository:bitbucket, read:project:bitbucket, read:workspace:bitbucket)",
+            writes.join(", ")
+        ),
+    })
+}
+
+impl BitbucketConnector {
+    /// `base_url`: `https://api.bitbucket.org` or a simulator's
+    /// `http://127.0.0.1:PORT`; `workspace`: the workspace slug (or
+    /// `{uuid}`).
+    pub fn new(base_url: &str, workspace: &str, token: Token, cfg: HttpConfig) -> Result<Self> {
+        let workspace = workspace.trim();
+        if workspace.is_empty()
+            || workspace.contains(['/', '?', '#'])
+            || workspace.contains(char::is_whitespace)
+        {
+            return Err(ConnectorError::InvalidConfig {
+                detail: format!("Bitbucket workspace {workspace:?} is not a workspace id"),
+            });
+        }
+        Ok(BitbucketConnector {
+            client: BitbucketClient::new(base_url, &token, cfg)?,
+            workspace: workspace.to_owned(),
+            tenant: Mutex::new(None),
+        })
+    }
+
+    pub fn workspace(&self) -> &str {
+        &self.workspace
+    }
+
+    fn pagelen(&self) -> String {
+        self.client
+            .http()
+            .config()
+            .per_page
+            .min(MAX_PAGELEN)
+            .to_string()
+    }
+
+    async fn send(&self, sink: &Sender<Vec<SpaceRecord>>, records: Vec<SpaceRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        sink.send(records)
+            .await
+            .map_err(|_| ConnectorError::SinkClosed { platform: PLATFORM })
+    }
+
+    /// Reads the workspace: its record (the tenant is its uuid) and the
+    /// credential's risk, if any.
+    async fn read_workspace(
+        &self,
+        counters: &Counters,
+    ) -> Result<(SpaceRecord, Option<RiskNotice>)> {
+        let url = self.client.endpoint(&["workspaces", &self.workspace]);
+        let fetched = self
+            .client
+            .http()
+            .get_json::<model::Workspace>(&url, counters)
+            .await
+            .map_err(|ex| match ex.error {
+                ConnectorError::NotFound { platform, .. } => ConnectorError::NotFound {
+                    platform,
+                    what: format!("workspace {:?} at {}", self.workspace, self.client.base()),
+                },
+                other => other,
+            })?;
+        let record = mapping::workspace_record(&fetched.value)?;
+        *self.tenant.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(record.address.tenant().to_owned());
+        Ok((record, write_scope_risk(&fetched.headers)))
+    }
+
+    async fn tenant(&self) -> Result<String> {
+        let known = self
+            .tenant
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match known {
+            Some(t) => Ok(t),
+            None => Ok(self
+                .read_workspace(&Counters::default())
+                .await?
+                .0
+                .address
+                .tenant()
+                .to_owned()),
+        }
+    }
+
+    fn first_url(&self, segments: &[&str]) -> Url {
+        let mut url = self.client.endpoint(segments);
+        url.query_pairs_mut()
+            .append_pair("pagelen", &self.pagelen());
+        url
+    }
+
+    /// Follows `next` from `first`, handing each page's items to `handle`
+    /// and sending what it returns to `sink` (if any). Page failures end the
+    /// walk and land in `failures`; run-level errors are returned.
+    #[allow(clippy::too_many_arguments)] // one call site per listing; a struct would only rename them
+    async fn walk<T, F>(
+        &self,
+        what: &str,
+        first: Url,
+        counters: &Counters,
+        sink: Option<&Sender<Vec<SpaceRecord>>>,
+        failures: &mut Vec<String>,
+        risk: &mut Option<RiskNotice>,
+        mut handle: F,
+    ) -> Result<u64>
+    where
+        T: serde::de::DeserializeOwned,
+        F: FnMut(T) -> std::result::Result<Option<SpaceRecord>, String>,
+    {
+        let mut seen = HashSet::new();
+        let mut next = Some(first);
+        let mut page = 0u32;
+        let mut items = 0u64;
+        while let Some(url) = next.take() {
+            page += 1;
+            seen.insert(url.to_string());
+            let fetched = match self
+                .client
+                .http()
+                .get_json::<model::Page<serde_json::Value>>(&url, counters)
+                .await
+            {
+                Ok(f) => f,
+                Err(Exhausted { error, attempts }) => {
+                    if matches!(
+                        error,
+                        ConnectorError::RateLimited { .. }
+                            | ConnectorError::Unauthorized { .. }
+                            | ConnectorError::PermissionDenied { .. }
+                    ) {
+                        return Err(error);
+                    }
+                    tracing::warn!(what, page, attempts, error = %error, "listing page failed; listing is partial");
+                    failures.push(format!(
+                        "{what} page {page}: {error} after {attempts} attempts"
+                    ));
+                    break;
+                }
+            };
+            counters.page();
+            if let Some(r) = write_scope_risk(&fetched.headers) {
+                *risk = Some(r);
+            }
+            let mut records = Vec::with_capacity(fetched.value.values.len());
+            for (i, item) in fetched.value.values.into_iter().enumerate() {
+                match serde_json::from_value::<T>(item)
+                    .map_err(|e| e.to_string())
+                    .and_then(&mut handle)
+                {
+                    Ok(Some(r)) => records.push(r),
+                    Ok(None) => {}
+                    Err(e) => failures.push(format!("{what} page {page}: item {}: {e}", i + 1)),
+                }
+            }
+            items += records.len() as u64;
+            if let Some(sink) = sink {
+                self.send(sink, records).await?;
+            }
+            next = match fetched.value.next.as_deref().map(|n| fetched.url.join(n)) {
+                None => None,
+                Some(Err(e)) => {
+                    failures.push(format!("{what} page {page}: unparsable next URL: {e}"));
+                    None
+                }
+                Some(Ok(n)) if !self.client.same_origin(&n) => {
+                    let error = ConnectorError::Pagination {
+                        platform: PLATFORM,
+                        url: n.to_string(),
+                        why: "not on the API origin".into(),
+                    };
+                    failures.push(format!("{what} page {page}: {error}"));
+                    None
+                }
+                Some(Ok(n)) if seen.contains(n.as_str()) => {
+                    let error = ConnectorError::Pagination {
+                        platform: PLATFORM,
+                        url: n.to_string(),
+                        why: "that page was already read (pagination loop)".into(),
+                    };
+                    failures.push(format!("{what} page {page}: {error}"));
+                    None
+                }
+                Some(Ok(n)) => Some(n),
+            };
+        }
+        Ok(items)
+    }
+
+    async fn list_inner(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        let (ws, mut risk) = self.read_workspace(counters).await?;
+        let tenant = ws.address.tenant().to_owned();
+        self.send(sink, vec![ws]).await?;
+
+        let mut failures = Vec::new();
+        let projects = self
+            .walk::<model::Project, _>(
+                "projects",
+                self.first_url(&["workspaces", &self.workspace, "projects"]),
+                counters,
+                Some(sink),
+                &mut failures,
+                &mut risk,
+                |p| {
+                    mapping::project_record(&p, &tenant)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                },
+            )
+            .await?;
+        // Repositories are listed even after a failed project page: each
+        // one read is still right, and the run is partial anyway.
+        let repos = self
+            .walk::<model::Repo, _>(
+                "repositories",
+                self.first_url(&["repositories", &self.workspace]),
+                counters,
+                Some(sink),
+                &mut failures,
+                &mut risk,
+                |r| {
+                    mapping::repo_record(&r, &tenant)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                },
+            )
+            .await?;
+
+        let report = ListingReport {
+            complete: failures.is_empty(),
+            figures: counters.figures(),
+            failures,
+            risks: risk.into_iter().collect(),
+        };
+        tracing::info!(
+            pages = report.figures.pages,
+            projects,
+            repos,
+            requests = report.figures.requests,
+            retries = report.figures.retries,
+            complete = report.complete,
+            "listing finished"
+        );
+        Ok(report)
+    }
+
+    /// A project can only be fetched by key, and the key changes: find it by
+    /// uuid in the project listing instead.
+    async fn read_project(&self, address: &SpaceAddress, tenant: &str) -> Result<ReadOutcome> {
+        let counters = Counters::default();
+        let mut failures = Vec::new();
+        let mut risk = None;
+        let mut found = None;
+        self.walk::<model::Project, _>(
+            "projects",
+            self.first_url(&["workspaces", &self.workspace, "projects"]),
+            &counters,
+            None,
+            &mut failures,
+            &mut risk,
+            |p| {
+                let r = mapping::project_record(&p, tenant).map_err(|e| e.to_string())?;
+                if r.address == *address {
+                    found = Some(r);
+                }
+                Ok(None)
+            },
+        )
+        .await?;
+        match found {
+            Some(r) => Ok(ReadOutcome::Found(r)),
+            None if failures.is_empty() => Ok(ReadOutcome::Gone),
+            // Retryable: the project may well exist on a page that failed.
+            None => Err(ConnectorError::Transport {
+                platform: PLATFORM,
+                detail: format!(
+                    "the project listing was incomplete: {}",
+                    failures.join("; ")
+                ),
+            }),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for BitbucketConnector {
+    fn platform(&self) -> Platform {
+        PLATFORM
+    }
+
+    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
+        let counters = Counters::default();
+        let span = tracing::info_span!("bitbucket_list", platform = %PLATFORM, workspace = %self.workspace);
+        let result = self.list_inner(&sink, &counters).instrument(span).await;
+        if let Err(e) = &result {
+            let f = counters.figures();
+            tracing::warn!(workspace = %self.workspace, error = %e, pages = f.pages, requests = f.requests, "listing stopped");
+        }
+        result
+    }
+
+    /// Repositories: `GET /2.0/repositories/{workspace}/{uuid}` (braces
+    /// percent-encoded); the workspace: `GET /2.0/workspaces/{uuid}`;
+    /// projects: found by uuid in the project listing. 404 is `Gone`.
+    async fn read(&self, address: &SpaceAddress) -> Result<ReadOutcome> {
+        let unsupported = |why: String| ConnectorError::UnsupportedAddress {
+            platform: PLATFORM,
+            address: address.to_string(),
+            why,
+        };
+        if address.platform() != PLATFORM {
+            return Err(unsupported("not a Bitbucket space".into()));
+        }
+        let tenant = self.tenant().await?;
+        if address.tenant() != tenant {
+            return Err(unsupported(format!(
+                "this connection reads workspace {tenant}"
+            )));
+        }
+        let braced = mapping::braced(address.stable_id());
+        let counters = Counters::default();
+        let span = tracing::debug_span!("bitbucket_read", %address);
+        let result = match address.kind() {
+            SpaceKind::BitbucketProject => {
+                return self.read_project(address, &tenant).instrument(span).await;
+            }
+            SpaceKind::BitbucketRepo => {
+                let url = self
+                    .client
+                    .endpoint(&["repositories", &self.workspace, &braced]);
+                self.client
+                    .http()
+                    .get_json::<model::Repo>(&url, &counters)
+                    .instrument(span)
+                    .await
+                    .and_then(|f| {
+                        mapping::repo_record(&f.value, &tenant)
+                            .map_err(|error| Exhausted { error, attempts: 1 })
+                    })
+            }
+            _ => {
+                let url = self.client.endpoint(&["workspaces", &braced]);
+                self.client
+                    .http()
+                    .get_json::<model::Workspace>(&url, &counters)
+                    .instrument(span)
+                    .await
+                    .and_then(|f| {
+                        mapping::workspace_record(&f.value)
+                            .map_err(|error| Exhausted { error, attempts: 1 })
+                    })
+            }
+        };
+        match result {
+            Ok(record) if record.address == *address => Ok(ReadOutcome::Found(record)),
+            Ok(record) => Err(unsupported(format!(
+                "Bitbucket answered with {}",
+                record.address
+            ))),
+            Err(Exhausted { error, .. }) => match error {
+                ConnectorError::NotFound { .. } | ConnectorError::Http { status: 410, .. } => {
+                    Ok(ReadOutcome::Gone)
+                }
+                other => Err(other),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn scopes(s: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-oauth-scopes", HeaderValue::from_static(s));
+        h
+    }
+
+    #[test]
+    fn write_admin_or_delete_scopes_are_a_risk_in_both_spellings() {
+        for risky in [
+            "repository:write",
+            "project:admin, repository",
+            "read:repository:bitbucket, write:repository:bitbucket",
+            "delete:project:bitbucket",
+        ] {
+            let r = write_scope_risk(&scopes(risky)).unwrap_or_else(|| panic!("{risky}"));
+            assert_eq!(r.code, "write-scope");
+        }
+        for safe in [
+            "repository, project",
+            "read:repository:bitbucket, read:project:bitbucket",
+        ] {
+            assert_eq!(write_scope_risk(&scopes(safe)), None, "{safe}");
+        }
+        assert_eq!(write_scope_risk(&HeaderMap::new()), None);
+    }
+}

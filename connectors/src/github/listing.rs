@@ -1,0 +1,506 @@
+//! The repository listing: page 1, then pages 2..N concurrently, each page
+//! fetched conditionally against the cache.
+//!
+//! Why concurrent pages: a 50,000-repository organisation is 500 pages, and
+//! read one at a time its listing costs 500 round trips. Page 1's
+//! `rel="last"` link says how many pages there are; pages 2..N are built by
+//! setting the `page` parameter of that URL (GitHub's documented page
+//! numbering) and fetched at most `max_concurrency` at a time, each one
+//! admitted by the credential's budget. Without a `last` link (cursor
+//! pagination, a single page) the listing follows `rel="next"` as given.
+//! Pages reach the sink as they arrive, in any order; the listing is
+//! complete only if every page succeeded.
+//!
+//! Why conditional: each page is asked with the ETag of its last answer; a
+//! 304 costs no budget and the cached body stands in for the page, so the
+//! records still flow and the listing stays complete. The cache is written
+//! only when a page's ETag changed, and holds only the fields the mapping
+//! reads (a tenth of a full page).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cmcp_domain::SpaceRecord;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue, LINK};
+use tokio::sync::mpsc::Sender;
+use url::Url;
+
+use super::{GithubConnector, PLATFORM, mapping, model, scopes};
+use crate::ListingReport;
+use crate::common::http::{Conditional, Counters, Exhausted};
+use crate::common::link;
+use crate::common::page_cache::CachedPage;
+use crate::error::{ConnectorError, Result};
+
+/// Names the cached-page format in the cache key: a change to the kept
+/// fields (or to the mapping) changes it, so stale copies are never read.
+const CACHE_FORMAT: &str = "github-repos-v1";
+/// The repository fields kept in the cache: what [`model::Repo`] reads.
+const REPO_FIELDS: &[&str] = &[
+    "id",
+    "node_id",
+    "name",
+    "full_name",
+    "owner",
+    "private",
+    "html_url",
+    "clone_url",
+    "ssh_url",
+    "archived",
+    "visibility",
+];
+/// The owner fields kept: what [`model::Owner`] reads.
+const OWNER_FIELDS: &[&str] = &["login", "id", "html_url"];
+
+/// The cache key of a page URL.
+fn cache_key(url: &Url) -> String {
+    format!("{CACHE_FORMAT} {url}")
+}
+
+/// A page reduced to the fields the mapping reads: a repository object has
+/// about a hundred fields (some 5 KB), so a full page is ~10 times larger
+/// than what a 304 needs to stand in for it.
+fn compact(items: &[serde_json::Value]) -> String {
+    fn keep(v: &serde_json::Value, fields: &[&str]) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(map) => serde_json::Value::Object(
+                map.iter()
+                    .filter(|(k, _)| fields.contains(&k.as_str()))
+                    .map(|(k, v)| {
+                        let v = if k == "owner" {
+                            keep(v, OWNER_FIELDS)
+                        } else {
+                            v.clone()
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let kept: Vec<serde_json::Value> = items.iter().map(|i| keep(i, REPO_FIELDS)).collect();
+    serde_json::to_string(&kept).unwrap_or_default()
+}
+
+/// One page read and mapped.
+struct Page {
+    records: Vec<SpaceRecord>,
+    failures: Vec<String>,
+    headers: HeaderMap,
+    url: Url,
+}
+
+/// Errors that end the whole listing rather than making it partial.
+fn ends_listing(error: &ConnectorError) -> bool {
+    matches!(
+        error,
+        ConnectorError::RateLimited { .. } | ConnectorError::Unauthorized { .. }
+    )
+}
+
+impl GithubConnector {
+    pub(super) async fn list_inner(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        let (org_record, mut scopes) = self.read_org(counters).await?;
+        let host = org_record.address.tenant().to_owned();
+        self.send(sink, vec![org_record]).await?;
+
+        let mut failures = Vec::new();
+        let mut items = 0u64;
+        let first_url = self.repos_url();
+        let first = match self.fetch_page(&first_url, 1, &host, counters).await {
+            Ok(p) => Some(p),
+            Err(Exhausted { error, attempts }) => {
+                if ends_listing(&error) {
+                    return Err(error);
+                }
+                tracing::warn!(page = 1, attempts, error = %error, "listing page failed; listing is partial");
+                failures.push(format!("page 1: {error} after {attempts} attempts"));
+                None
+            }
+        };
+        if let Some(first) = first {
+            let last = self.last_page(&first, &mut failures);
+            let next = link::next_url(&first.headers, &first.url);
+            let first_url = first.url.clone();
+            self.take(first, sink, &mut scopes, &mut failures, &mut items)
+                .await?;
+            match (last, next) {
+                (Some((last_url, n)), _) => {
+                    self.fetch_numbered(
+                        &last_url,
+                        n,
+                        &host,
+                        sink,
+                        counters,
+                        &mut scopes,
+                        &mut failures,
+                        &mut items,
+                    )
+                    .await?;
+                }
+                (None, Some(next)) => {
+                    self.follow_next(
+                        first_url,
+                        next,
+                        &host,
+                        sink,
+                        counters,
+                        &mut scopes,
+                        &mut failures,
+                        &mut items,
+                    )
+                    .await?;
+                }
+                (None, None) => {}
+            }
+        }
+
+        let risks = scopes
+            .as_deref()
+            .and_then(scopes::write_scope_risk)
+            .into_iter()
+            .collect();
+        let report = ListingReport {
+            complete: failures.is_empty(),
+            figures: counters.figures(),
+            failures,
+            risks,
+        };
+        tracing::info!(
+            pages = report.figures.pages,
+            repos = items,
+            requests = report.figures.requests,
+            not_modified = report.figures.not_modified,
+            retries = report.figures.retries,
+            rate_limit_waits = report.figures.rate_limit_waits,
+            complete = report.complete,
+            "listing finished"
+        );
+        Ok(report)
+    }
+
+    /// The `rel="last"` URL and its page number, when usable: on the API
+    /// origin and page-numbered.
+    fn last_page(&self, first: &Page, failures: &mut Vec<String>) -> Option<(Url, u32)> {
+        let last = match link::last_url(&first.headers, &first.url)? {
+            Ok(u) => u,
+            Err(e) => {
+                failures.push(format!("page 1: unparsable last link: {e}"));
+                return None;
+            }
+        };
+        if !self.client.same_origin(&last) {
+            let error = ConnectorError::Pagination {
+                platform: PLATFORM,
+                url: last.to_string(),
+                why: format!(
+                    "not on the API origin {}",
+                    self.client.base().origin().ascii_serialization()
+                ),
+            };
+            failures.push(format!("page 1: {error}"));
+            return None;
+        }
+        // Not page-numbered: fall back to following `next`.
+        let n = link::page_number(&last)?;
+        Some((last, n))
+    }
+
+    /// Pages 2..=n, built from the last URL, at most `max_concurrency` at a
+    /// time. After an error that ends the listing, pages not yet started are
+    /// skipped but those in flight are awaited, so every budget reservation
+    /// is settled.
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch_numbered(
+        &self,
+        last: &Url,
+        n: u32,
+        host: &str,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+        scopes: &mut Option<Vec<String>>,
+        failures: &mut Vec<String>,
+        items: &mut u64,
+    ) -> Result<()> {
+        let stop = AtomicBool::new(false);
+        let width = self.client.http().config().max_concurrency.max(1);
+        let mut pages = futures::stream::iter(2..=n)
+            .map(|number| {
+                let url = link::with_page(last, number);
+                let stop = &stop;
+                async move {
+                    if stop.load(Ordering::SeqCst) {
+                        return (number, None);
+                    }
+                    (
+                        number,
+                        Some(self.fetch_page(&url, number, host, counters).await),
+                    )
+                }
+            })
+            .buffer_unordered(width);
+        let mut fatal = None;
+        while let Some((number, result)) = pages.next().await {
+            match result {
+                None => {}
+                Some(Ok(page)) if fatal.is_none() => {
+                    if let Err(e) = self.take(page, sink, scopes, failures, items).await {
+                        stop.store(true, Ordering::SeqCst);
+                        fatal = Some(e);
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(Exhausted { error, attempts })) => {
+                    if ends_listing(&error) {
+                        stop.store(true, Ordering::SeqCst);
+                        fatal.get_or_insert(error);
+                    } else {
+                        tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
+                        failures.push(format!("page {number}: {error} after {attempts} attempts"));
+                    }
+                }
+            }
+        }
+        match fatal {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Follows `rel="next"` exactly as given, one page at a time.
+    #[allow(clippy::too_many_arguments)]
+    async fn follow_next(
+        &self,
+        first_url: Url,
+        next: std::result::Result<Url, url::ParseError>,
+        host: &str,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+        scopes: &mut Option<Vec<String>>,
+        failures: &mut Vec<String>,
+        items: &mut u64,
+    ) -> Result<()> {
+        let mut seen_urls = HashSet::from([first_url.to_string(), self.repos_url().to_string()]);
+        let mut next = Some(next);
+        let mut number = 1u32;
+        while let Some(candidate) = next.take() {
+            let url = match self.checked_next(candidate, &seen_urls) {
+                Ok(u) => u,
+                Err(why) => {
+                    failures.push(format!("page {number}: {why}"));
+                    break;
+                }
+            };
+            number += 1;
+            seen_urls.insert(url.to_string());
+            let page = match self.fetch_page(&url, number, host, counters).await {
+                Ok(p) => p,
+                Err(Exhausted { error, attempts }) => {
+                    if ends_listing(&error) {
+                        return Err(error);
+                    }
+                    tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
+                    failures.push(format!("page {number}: {error} after {attempts} attempts"));
+                    break;
+                }
+            };
+            next = link::next_url(&page.headers, &page.url);
+            self.take(page, sink, scopes, failures, items).await?;
+        }
+        Ok(())
+    }
+
+    /// A `next` link we may follow: parsable, on the API origin, not read yet.
+    fn checked_next(
+        &self,
+        candidate: std::result::Result<Url, url::ParseError>,
+        seen: &HashSet<String>,
+    ) -> std::result::Result<Url, String> {
+        let n = candidate.map_err(|e| format!("unparsable next link: {e}"))?;
+        let why = if !self.client.same_origin(&n) {
+            format!(
+                "not on the API origin {}",
+                self.client.base().origin().ascii_serialization()
+            )
+        } else if seen.contains(n.as_str()) {
+            "that page was already read (pagination loop)".to_owned()
+        } else {
+            return Ok(n);
+        };
+        Err(ConnectorError::Pagination {
+            platform: PLATFORM,
+            url: n.to_string(),
+            why,
+        }
+        .to_string())
+    }
+
+    /// Hands a page's records to the sink and keeps its scopes and failures.
+    async fn take(
+        &self,
+        page: Page,
+        sink: &Sender<Vec<SpaceRecord>>,
+        scopes: &mut Option<Vec<String>>,
+        failures: &mut Vec<String>,
+        items: &mut u64,
+    ) -> Result<()> {
+        if let Some(s) = scopes::scopes(&page.headers) {
+            *scopes = Some(s);
+        }
+        failures.extend(page.failures);
+        *items += page.records.len() as u64;
+        self.send(sink, page.records).await
+    }
+
+    /// Reads one page, conditionally when the cache has an answer for it,
+    /// and maps its items.
+    async fn fetch_page(
+        &self,
+        url: &Url,
+        number: u32,
+        host: &str,
+        counters: &Counters,
+    ) -> std::result::Result<Page, Exhausted> {
+        let key = cache_key(url);
+        let cached = match &self.cache {
+            Some(cache) => cache.get(&key).await,
+            None => None,
+        };
+        let http = self.client.http();
+        let answer = http
+            .get_json_conditional::<Vec<serde_json::Value>>(
+                url,
+                counters,
+                cached.as_ref().map(|c| c.etag.as_str()),
+            )
+            .await?;
+        let (items, headers, answered) = match (answer, cached) {
+            (Conditional::Modified { fetched, etag, .. }, cached) => {
+                // Written only when the page changed: an unchanged listing
+                // writes nothing.
+                if let (Some(cache), Some(etag)) = (&self.cache, etag)
+                    && cached.as_ref().map(|c| c.etag.as_str()) != Some(etag.as_str())
+                {
+                    let link = fetched
+                        .headers
+                        .get(LINK)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let page = CachedPage {
+                        etag,
+                        body: compact(&fetched.value),
+                        link,
+                    };
+                    cache.put(&key, &page).await;
+                }
+                (fetched.value, fetched.headers, fetched.url)
+            }
+            (
+                Conditional::NotModified {
+                    mut headers,
+                    url: answered,
+                },
+                Some(cached),
+            ) => {
+                let items = match serde_json::from_str::<Vec<serde_json::Value>>(&cached.body) {
+                    Ok(items) => items,
+                    Err(e) => {
+                        // A cached body that no longer parses: read it afresh.
+                        tracing::warn!(page = number, error = %e, "cached page unreadable; fetching in full");
+                        let fetched = http
+                            .get_json::<Vec<serde_json::Value>>(url, counters)
+                            .await?;
+                        counters.page();
+                        return Ok(self.map_page(
+                            number,
+                            fetched.value,
+                            fetched.headers,
+                            fetched.url,
+                            host,
+                        ));
+                    }
+                };
+                if !headers.contains_key(LINK)
+                    && let Some(v) = cached.link.and_then(|l| HeaderValue::from_str(&l).ok())
+                {
+                    headers.insert(LINK, v);
+                }
+                (items, headers, answered)
+            }
+            (Conditional::NotModified { .. }, None) => {
+                return Err(Exhausted {
+                    error: ConnectorError::Http {
+                        platform: PLATFORM,
+                        status: 304,
+                        detail: format!("{url}: Not Modified without a cached page"),
+                    },
+                    attempts: 1,
+                });
+            }
+        };
+        counters.page();
+        Ok(self.map_page(number, items, headers, answered, host))
+    }
+
+    fn map_page(
+        &self,
+        number: u32,
+        items: Vec<serde_json::Value>,
+        headers: HeaderMap,
+        url: Url,
+        host: &str,
+    ) -> Page {
+        let mut records = Vec::with_capacity(items.len());
+        let mut failures = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            match serde_json::from_value::<model::Repo>(item)
+                .map_err(|e| e.to_string())
+                .and_then(|r| mapping::repo_record(&r, host).map_err(|e| e.to_string()))
+            {
+                Ok(r) => records.push(r),
+                Err(e) => failures.push(format!("page {number}: item {}: {e}", i + 1)),
+            }
+        }
+        Page {
+            records,
+            failures,
+            headers,
+            url,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compacted_page_keeps_exactly_what_the_mapping_reads() {
+        let item = serde_json::json!({
+            "id": 7, "node_id": "R_7", "name": "api", "full_name": "acme/api",
+            "owner": {"login": "acme", "id": 9, "html_url": "https://github.com/acme", "avatar_url": "x"},
+            "private": true, "html_url": "https://github.com/acme/api",
+            "clone_url": "https://github.com/acme/api.git", "ssh_url": "git@github.com:acme/api.git",
+            "archived": false, "visibility": "private", "hooks_url": "https://api.github.com/x",
+            "description": "dropped"
+        });
+        let text = compact(std::slice::from_ref(&item));
+        assert!(
+            !text.contains("hooks_url") && !text.contains("avatar_url"),
+            "{text}"
+        );
+        let back: Vec<model::Repo> = serde_json::from_str(&text).unwrap();
+        let full: model::Repo = serde_json::from_value(item).unwrap();
+        let host = "github.com";
+        assert_eq!(
+            mapping::repo_record(&back[0], host).unwrap(),
+            mapping::repo_record(&full, host).unwrap()
+        );
+    }
+}

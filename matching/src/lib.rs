@@ -1,0 +1,24 @@
+//! Mapping proposals: which cMCP place (project, team, client) each
+//! container space (Bitbucket project, Jira project, GitHub org, shared
+//! drive) belongs to, with the evidence in words and a confidence. Matching
+//! only proposes; an ADMIN decides (DESIGN rule 5).
+//!
+//! [`ladder`] is the pure, in-memory ladder (benchmarked on its own);
+//! [`refresh`] runs it against the registry.
+
+pub mod evidence;
+pub mod ladder;
+pub mod refresh;
+pub mod similarity;
+
+pub use evidence::{Evidence, combined_confidence, evidence_hash};
+pub use ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
+pub use refresh::{load_input, refresh_proposals, to_new_proposal};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MatchingError {
+    #[error(transparent)]
+    Registry(#[from] cmcp_registry::RegistryError),
+}
+
+pub type Result<T, E = MatchingError> = std::result::Result<T, E>;

@@ -1,0 +1,426 @@
+//! The fleet's shared rate budgets: one row per credential and resource.
+//!
+//! Why in the store: every worker process of a fleet sends with the same
+//! credentials, and the platform counts their requests together. The
+//! protocol guarantees that workers sharing a budget never together exceed
+//! it:
+//!
+//! - **Reserve** before each request with one conditional `UPDATE`
+//!   (`remaining > reserve` in the `WHERE`, `remaining - 1` in the `SET`).
+//!   A single statement is atomic on both dialects (PostgreSQL re-checks the
+//!   `WHERE` after waiting for the row lock; SQLite serialises writers), so
+//!   two workers can never take the same unit. While the budget is unknown
+//!   only one probe request may be in flight.
+//! - **Settle** after the answer: the server's `remaining`, less the other
+//!   requests still in flight (they may not have been charged yet), is taken
+//!   when it is lower; a window is never raised. An answer of another window
+//!   (a later reset, or a reset earlier than believed) starts that window
+//!   the same way; late answers of a window already rolled away from are
+//!   ignored.
+//! - **Roll over** when the reset has passed: the new window starts at the
+//!   known limit minus the requests still in flight (they may be charged to
+//!   it). In-flight counts of a budget untouched for `stale_ms` are dropped:
+//!   a worker that died mid-request cannot shrink the budget forever.
+
+use serde::Serialize;
+
+use super::{now_ms, on_pool};
+use crate::error::Result;
+
+/// Whether a request may be sent now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetGrant {
+    /// One unit was reserved: send, then settle.
+    Go,
+    /// Nothing was reserved: wait until this epoch millisecond.
+    WaitUntilMs(i64),
+}
+
+/// What one answer said, in epoch milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BudgetSettlement {
+    pub remaining: Option<i64>,
+    pub reset_at: Option<i64>,
+    pub limit: Option<i64>,
+    pub paused_until: Option<i64>,
+}
+
+/// The timing rules of reservations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetTiming {
+    /// Roll over this long after the reported reset (clock skew).
+    pub rollover_margin_ms: i64,
+    /// In-flight counts of a budget untouched this long are dropped (longer
+    /// than any request can take).
+    pub stale_ms: i64,
+    /// How long to wait while another request probes an unknown budget.
+    pub poll_ms: i64,
+}
+
+impl Default for BudgetTiming {
+    fn default() -> Self {
+        BudgetTiming {
+            rollover_margin_ms: 500,
+            stale_ms: 120_000,
+            poll_ms: 100,
+        }
+    }
+}
+
+/// One budget as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct BudgetRow {
+    pub budget_key: String,
+    pub remaining: Option<i64>,
+    pub request_limit: Option<i64>,
+    pub reset_at: Option<i64>,
+    pub window_floor: Option<i64>,
+    pub paused_until: Option<i64>,
+    pub in_flight: i64,
+    pub updated_at: i64,
+}
+
+const COLUMNS: &str = "budget_key, remaining, request_limit, reset_at, window_floor, \
+                       paused_until, in_flight, updated_at";
+
+impl super::Store {
+    /// Reserves one unit of `key` at `now_ms`, or says until when to wait.
+    pub async fn reserve_budget(
+        &self,
+        key: &str,
+        reserve: i64,
+        now_ms: i64,
+        timing: BudgetTiming,
+    ) -> Result<BudgetGrant> {
+        let stale = now_ms - timing.stale_ms;
+        // A few rounds: a missing row is created, a due window rolled over,
+        // and the reservation tried again.
+        for _ in 0..4 {
+            let taken = on_pool!(self, pool => {
+                sqlx::query(
+                    "UPDATE rate_budgets SET \
+                       remaining = CASE WHEN remaining IS NULL THEN NULL ELSE remaining - 1 END, \
+                       in_flight = CASE WHEN updated_at < $2 THEN 1 ELSE in_flight + 1 END, \
+                       updated_at = $3 \
+                     WHERE budget_key = $1 \
+                       AND (paused_until IS NULL OR paused_until <= $3) \
+                       AND (reset_at IS NULL OR reset_at + $4 > $3) \
+                       AND ((remaining IS NULL AND (in_flight = 0 OR updated_at < $2)) \
+                            OR remaining > $5)",
+                )
+                .bind(key).bind(stale).bind(now_ms).bind(timing.rollover_margin_ms).bind(reserve)
+                .execute(pool).await?.rows_affected()
+            });
+            if taken == 1 {
+                return Ok(BudgetGrant::Go);
+            }
+            let Some(row) = self.budget(key).await? else {
+                on_pool!(self, pool => {
+                    sqlx::query(
+                        "INSERT INTO rate_budgets (budget_key, in_flight, updated_at) \
+                         VALUES ($1, 0, $2) ON CONFLICT (budget_key) DO NOTHING",
+                    )
+                    .bind(key).bind(now_ms).execute(pool).await?;
+                });
+                continue;
+            };
+            if let Some(until) = row.paused_until.filter(|p| *p > now_ms) {
+                return Ok(BudgetGrant::WaitUntilMs(until));
+            }
+            match row.reset_at {
+                Some(reset) if reset + timing.rollover_margin_ms <= now_ms => {
+                    self.roll_budget_over(key, reset, now_ms, stale).await?;
+                    continue;
+                }
+                Some(reset) if row.remaining.is_some() => {
+                    return Ok(BudgetGrant::WaitUntilMs(reset));
+                }
+                // Unknown budget with a probe in flight, or a new window
+                // whose reset is not reported yet: the answer in flight
+                // will tell.
+                _ => return Ok(BudgetGrant::WaitUntilMs(now_ms + timing.poll_ms)),
+            }
+        }
+        Ok(BudgetGrant::WaitUntilMs(now_ms + timing.poll_ms))
+    }
+
+    /// Starts the window after the one that reset at `reset` (only if no
+    /// other worker did first).
+    async fn roll_budget_over(&self, key: &str, reset: i64, now_ms: i64, stale: i64) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE rate_budgets SET \
+                   remaining = CASE WHEN request_limit IS NULL THEN NULL \
+                     ELSE request_limit - (CASE WHEN updated_at < $3 THEN 0 ELSE in_flight END) END, \
+                   in_flight = CASE WHEN updated_at < $3 THEN 0 ELSE in_flight END, \
+                   window_floor = reset_at, reset_at = NULL, updated_at = $4 \
+                 WHERE budget_key = $1 AND reset_at = $2",
+            )
+            .bind(key).bind(reset).bind(stale).bind(now_ms)
+            .execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Ends one reserved request of `key` at `now_ms` and records what its
+    /// answer said.
+    pub async fn settle_budget(&self, key: &str, s: BudgetSettlement, now_ms: i64) -> Result<()> {
+        // Every right-hand side sees the row as it was before this UPDATE.
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE rate_budgets SET \
+                   in_flight = CASE WHEN in_flight > 0 THEN in_flight - 1 ELSE 0 END, \
+                   request_limit = COALESCE($4, request_limit), \
+                   paused_until = CASE WHEN $5 IS NULL THEN paused_until \
+                     WHEN paused_until IS NULL OR paused_until < $5 THEN $5 ELSE paused_until END, \
+                   remaining = CASE \
+                     WHEN $2 IS NULL OR $3 IS NULL THEN remaining \
+                     WHEN window_floor IS NOT NULL AND $3 <= window_floor THEN remaining \
+                     WHEN remaining IS NULL OR (reset_at IS NOT NULL AND $3 <> reset_at) THEN \
+                       CASE WHEN $2 - (in_flight - 1) > 0 THEN $2 - (in_flight - 1) ELSE 0 END \
+                     WHEN $2 - (in_flight - 1) < remaining THEN \
+                       CASE WHEN $2 - (in_flight - 1) > 0 THEN $2 - (in_flight - 1) ELSE 0 END \
+                     ELSE remaining END, \
+                   window_floor = CASE WHEN $2 IS NOT NULL AND reset_at IS NOT NULL AND $3 > reset_at \
+                     THEN reset_at ELSE window_floor END, \
+                   reset_at = CASE \
+                     WHEN $2 IS NULL OR $3 IS NULL THEN reset_at \
+                     WHEN window_floor IS NOT NULL AND $3 <= window_floor THEN reset_at \
+                     ELSE $3 END, \
+                   updated_at = $6 \
+                 WHERE budget_key = $1",
+            )
+            .bind(key).bind(s.remaining).bind(s.reset_at).bind(s.limit).bind(s.paused_until).bind(now_ms)
+            .execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// One budget, if it has been used.
+    pub async fn budget(&self, key: &str) -> Result<Option<BudgetRow>> {
+        let sql = format!("SELECT {COLUMNS} FROM rate_budgets WHERE budget_key = $1");
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(pool).await?
+        }))
+    }
+
+    /// Records that `connection_id` spends `key` (writes only on a change).
+    pub async fn note_budget_user(&self, connection_id: &str, key: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO rate_budget_users (connection_id, budget_key, updated_at) \
+                 VALUES ($1, $2, $3) ON CONFLICT (connection_id) DO UPDATE \
+                 SET budget_key = excluded.budget_key, updated_at = excluded.updated_at \
+                 WHERE rate_budget_users.budget_key <> excluded.budget_key",
+            )
+            .bind(connection_id).bind(key).bind(now_ms())
+            .execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Each connection's budget, for `connection list`, by connection id.
+    pub async fn connection_budgets(&self) -> Result<Vec<(String, BudgetRow)>> {
+        let sql = "SELECT u.connection_id, b.budget_key, b.remaining, b.request_limit, b.reset_at, \
+                   b.window_floor, b.paused_until, b.in_flight, b.updated_at \
+                   FROM rate_budget_users u JOIN rate_budgets b ON b.budget_key = u.budget_key \
+                   ORDER BY u.connection_id";
+        type Raw = (
+            String,
+            String,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            i64,
+            i64,
+        );
+        let raws: Vec<Raw> = on_pool!(self, pool => {
+            sqlx::query_as(sql).fetch_all(pool).await?
+        });
+        Ok(raws
+            .into_iter()
+            .map(|r| {
+                (
+                    r.0,
+                    BudgetRow {
+                        budget_key: r.1,
+                        remaining: r.2,
+                        request_limit: r.3,
+                        reset_at: r.4,
+                        window_floor: r.5,
+                        paused_until: r.6,
+                        in_flight: r.7,
+                        updated_at: r.8,
+                    },
+                )
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TestDb;
+
+    const T0: i64 = 1_800_000_000_000;
+
+    async fn backends() -> Vec<TestDb> {
+        let mut dbs = vec![TestDb::sqlite().await];
+        dbs.extend(TestDb::postgres().await);
+        dbs
+    }
+
+    fn reading(remaining: i64, reset_at: i64) -> BudgetSettlement {
+        BudgetSettlement {
+            remaining: Some(remaining),
+            reset_at: Some(reset_at),
+            limit: Some(10),
+            paused_until: None,
+        }
+    }
+
+    async fn grant(db: &TestDb, now: i64) -> BudgetGrant {
+        db.store
+            .reserve_budget("github:abc:core", 1, now, BudgetTiming::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unknown_budget_admits_one_probe_then_concurrent_workers_split_what_is_left() {
+        for db in backends().await {
+            assert_eq!(grant(&db, T0).await, BudgetGrant::Go, "the probe");
+            assert!(matches!(grant(&db, T0).await, BudgetGrant::WaitUntilMs(_)));
+            db.store
+                .settle_budget("github:abc:core", reading(10, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            let mut tasks = Vec::new();
+            for _ in 0..24 {
+                let store = db.store.clone();
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .reserve_budget("github:abc:core", 1, T0 + 1, BudgetTiming::default())
+                        .await
+                        .unwrap()
+                }));
+            }
+            let mut granted = 0;
+            for t in tasks {
+                match t.await.unwrap() {
+                    BudgetGrant::Go => granted += 1,
+                    BudgetGrant::WaitUntilMs(at) => assert_eq!(at, T0 + 60_000),
+                }
+            }
+            // 10 left and a reserve of 1: exactly 9 requests may go.
+            assert_eq!(granted, 9, "{:?}", db.store.budget("github:abc:core").await);
+            let row = db.store.budget("github:abc:core").await.unwrap().unwrap();
+            assert_eq!((row.remaining, row.in_flight), (Some(1), 9));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn settling_only_lowers_a_window_and_ignores_late_answers_of_an_old_one() {
+        for db in backends().await {
+            assert_eq!(grant(&db, T0).await, BudgetGrant::Go);
+            let key = "github:abc:core";
+            db.store
+                .settle_budget(key, reading(8, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                assert_eq!(grant(&db, T0 + 1).await, BudgetGrant::Go);
+            }
+            // The server saw fewer requests than reserved: keep our lower figure.
+            db.store
+                .settle_budget(key, reading(7, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            assert_eq!(
+                db.store.budget(key).await.unwrap().unwrap().remaining,
+                Some(5)
+            );
+            // Another process spent more: take the server's lower figure,
+            // less the other request still in flight.
+            db.store
+                .settle_budget(key, reading(2, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            assert_eq!(
+                db.store.budget(key).await.unwrap().unwrap().remaining,
+                Some(1)
+            );
+            // After the reset (and margin) the window rolls over to the limit,
+            // less the one request still in flight.
+            assert_eq!(grant(&db, T0 + 61_000).await, BudgetGrant::Go);
+            let row = db.store.budget(key).await.unwrap().unwrap();
+            assert_eq!(
+                (row.remaining, row.reset_at, row.in_flight),
+                (Some(8), None, 2)
+            );
+            // A late answer of the old window changes nothing but in-flight.
+            db.store
+                .settle_budget(key, reading(0, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            let row = db.store.budget(key).await.unwrap().unwrap();
+            assert_eq!(
+                (row.remaining, row.reset_at, row.in_flight),
+                (Some(8), None, 1)
+            );
+            // The first answer of the new window sets its reset.
+            db.store
+                .settle_budget(key, reading(9, T0 + 120_000), T0)
+                .await
+                .unwrap();
+            let row = db.store.budget(key).await.unwrap().unwrap();
+            assert_eq!(
+                (row.remaining, row.reset_at, row.in_flight),
+                (Some(8), Some(T0 + 120_000), 0)
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pause_holds_every_worker_back() {
+        for db in backends().await {
+            let key = "github:abc:core";
+            assert_eq!(grant(&db, T0).await, BudgetGrant::Go);
+            let pause = BudgetSettlement {
+                paused_until: Some(T0 + 30_000),
+                ..reading(100, T0 + 60_000)
+            };
+            db.store.settle_budget(key, pause, T0).await.unwrap();
+            assert_eq!(
+                grant(&db, T0 + 1).await,
+                BudgetGrant::WaitUntilMs(T0 + 30_000)
+            );
+            assert_eq!(grant(&db, T0 + 30_000).await, BudgetGrant::Go);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connections_show_the_budget_they_spend() {
+        for db in backends().await {
+            let key = "github:abc:core";
+            assert_eq!(grant(&db, T0).await, BudgetGrant::Go);
+            db.store
+                .settle_budget(key, reading(42, T0 + 60_000), T0)
+                .await
+                .unwrap();
+            db.store.note_budget_user("github-acme", key).await.unwrap();
+            db.store.note_budget_user("github-acme", key).await.unwrap();
+            db.store
+                .note_budget_user("github-other", key)
+                .await
+                .unwrap();
+            let all = db.store.connection_budgets().await.unwrap();
+            let ids: Vec<&str> = all.iter().map(|(c, _)| c.as_str()).collect();
+            assert_eq!(ids, ["github-acme", "github-other"]);
+            assert!(all.iter().all(|(_, b)| b.remaining == Some(42)));
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The conditional-request cache of listing pages, per connection.
+//!
+//! Why per connection: two credentials may see different pages of the same
+//! URL (private repositories), so an answer is only ever reused by the
+//! connection that received it. A page is written only when its ETag
+//! changed, so re-syncing an unchanged catalogue writes nothing here.
+
+use super::{now_ms, on_pool};
+use crate::error::Result;
+
+/// One cached answer.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CachedPageRow {
+    pub etag: String,
+    pub body: String,
+    pub link: Option<String>,
+    pub fetched_at: i64,
+}
+
+impl super::Store {
+    pub async fn cached_page(
+        &self,
+        connection_id: &str,
+        url: &str,
+    ) -> Result<Option<CachedPageRow>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT etag, body, link, fetched_at FROM http_cache \
+                 WHERE connection_id = $1 AND url = $2",
+            )
+            .bind(connection_id).bind(url).fetch_optional(pool).await?
+        }))
+    }
+
+    /// Stores a page's answer; nothing is written when the stored ETag is
+    /// already `etag`. Returns whether a row was written.
+    pub async fn put_cached_page(
+        &self,
+        connection_id: &str,
+        url: &str,
+        etag: &str,
+        body: &str,
+        link: Option<&str>,
+    ) -> Result<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO http_cache (connection_id, url, etag, body, link, fetched_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (connection_id, url) DO UPDATE \
+                 SET etag = excluded.etag, body = excluded.body, link = excluded.link, \
+                     fetched_at = excluded.fetched_at \
+                 WHERE http_cache.etag <> excluded.etag",
+            )
+            .bind(connection_id).bind(url).bind(etag).bind(body).bind(link).bind(now_ms())
+            .execute(pool).await?.rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// Drops a connection's cached pages (the next sync reads in full).
+    pub async fn forget_cached_pages(&self, connection_id: &str) -> Result<u64> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query("DELETE FROM http_cache WHERE connection_id = $1")
+                .bind(connection_id).execute(pool).await?.rows_affected()
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::TestDb;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pages_are_cached_per_connection_and_rewritten_only_on_a_new_etag() {
+        let mut dbs = vec![TestDb::sqlite().await];
+        dbs.extend(TestDb::postgres().await);
+        for db in dbs {
+            let s = &db.store;
+            let url = "https://api.github.com/orgs/acme/repos?page=2";
+            assert_eq!(s.cached_page("a", url).await.unwrap(), None);
+            assert!(
+                s.put_cached_page("a", url, "W/\"1\"", "[1]", Some("<x>; rel=\"last\""))
+                    .await
+                    .unwrap()
+            );
+            assert!(
+                !s.put_cached_page("a", url, "W/\"1\"", "[1]", None)
+                    .await
+                    .unwrap(),
+                "same etag: no write"
+            );
+            let page = s.cached_page("a", url).await.unwrap().unwrap();
+            assert_eq!((page.etag.as_str(), page.body.as_str()), ("W/\"1\"", "[1]"));
+            assert_eq!(page.link.as_deref(), Some("<x>; rel=\"last\""));
+            assert_eq!(
+                s.cached_page("b", url).await.unwrap(),
+                None,
+                "another connection"
+            );
+            assert!(
+                s.put_cached_page("a", url, "W/\"2\"", "[2]", None)
+                    .await
+                    .unwrap()
+            );
+            assert_eq!(s.cached_page("a", url).await.unwrap().unwrap().body, "[2]");
+            assert_eq!(s.forget_cached_pages("a").await.unwrap(), 1);
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! Webhook secrets and deliveries.
+//!
+//! Each connection has its own webhook secret, generated here (32 random
+//! bytes, hex) and sealed with the master key before SQL sees it. A rotation
+//! keeps the old secret valid until the end of an overlap, so the platform's
+//! configuration can be changed without a window in which deliveries fail.
+//!
+//! A delivery is stored together with the job that will process it in ONE
+//! transaction, before the gateway acknowledges it: an acknowledged delivery
+//! is never lost, and a delivery whose transaction failed was never
+//! acknowledged (the platform retries it). apalis's own push is not callable
+//! inside a foreign transaction, so the job row is written here with the
+//! same INSERT apalis-sqlite / apalis-postgres use (`queries/task/sink.sql`):
+//! a ULID id, the queue name as `job_type`, the JSON-encoded arguments as
+//! bytes, status `Pending`, no attempts yet, `run_at` now in seconds.
+//!
+//! The UNIQUE index on `(connection_id, delivery_key)` makes a redelivery a
+//! duplicate: concurrent copies of one delivery yield one row and one job.
+
+use cmcp_domain::{Platform, Token};
+use serde::Serialize;
+
+use super::audit::{NewAuditEntry, insert_audit};
+use super::{Backend, Store, in_tx, now_ms, on_pool};
+use crate::cipher::Cipher;
+use crate::error::{RegistryError, Result};
+
+/// The queue the gateway puts delivery jobs on (the worker's
+/// `handle_delivery` job).
+pub const HANDLE_DELIVERY_QUEUE: &str = "handle-delivery";
+
+/// A delivery as the gateway stores it after verification.
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    pub connection_id: String,
+    pub platform: Platform,
+    /// The platform's delivery identity (`DeliveryId`), the dedupe key.
+    pub delivery_key: String,
+    /// A short label such as `repository.renamed`.
+    pub event: String,
+    /// Only the headers that matter for parsing; never auth headers.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// How it was verified, e.g. `hmac-sha256` or `drive-channel`.
+    pub verification: String,
+    /// `received` (a job will process it), `failed` (kept, not parseable)
+    /// or `ignored` (understood, nothing to do).
+    pub status: DeliveryStatus,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    Received,
+    Processed,
+    Failed,
+    Ignored,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Received => "received",
+            DeliveryStatus::Processed => "processed",
+            DeliveryStatus::Failed => "failed",
+            DeliveryStatus::Ignored => "ignored",
+        }
+    }
+
+    fn parse(s: &str) -> Option<DeliveryStatus> {
+        Some(match s {
+            "received" => DeliveryStatus::Received,
+            "processed" => DeliveryStatus::Processed,
+            "failed" => DeliveryStatus::Failed,
+            "ignored" => DeliveryStatus::Ignored,
+            _ => return None,
+        })
+    }
+}
+
+/// What recording a delivery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// A new delivery row, and its job when it needs one.
+    Stored { id: String, job_id: Option<String> },
+    /// The same delivery key was already stored for this connection.
+    Duplicate { id: String },
+}
+
+#[derive(Clone, Serialize)]
+pub struct DeliveryRow {
+    pub id: String,
+    pub connection_id: String,
+    pub platform: Platform,
+    pub delivery_key: String,
+    pub event: String,
+    pub received_at: i64,
+    pub headers: Vec<(String, String)>,
+    #[serde(skip)]
+    pub body: Vec<u8>,
+    pub verification: String,
+    pub status: DeliveryStatus,
+    pub error: Option<String>,
+    pub processed_at: Option<i64>,
+}
+
+/// The body shows as its length: it can be megabytes.
+impl std::fmt::Debug for DeliveryRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliveryRow")
+            .field("id", &self.id)
+            .field("connection_id", &self.connection_id)
+            .field("platform", &self.platform)
+            .field("delivery_key", &self.delivery_key)
+            .field("event", &self.event)
+            .field("received_at", &self.received_at)
+            .field("body_bytes", &self.body.len())
+            .field("status", &self.status)
+            .field("error", &self.error)
+            .field("processed_at", &self.processed_at)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct RawDelivery {
+    id: String,
+    connection_id: String,
+    platform: String,
+    delivery_key: String,
+    event: String,
+    received_at: i64,
+    headers: String,
+    body: Vec<u8>,
+    verification: String,
+    status: String,
+    error: Option<String>,
+    processed_at: Option<i64>,
+}
+
+impl TryFrom<RawDelivery> for DeliveryRow {
+    type Error = RegistryError;
+
+    fn try_from(r: RawDelivery) -> Result<Self> {
+        let corrupt = |what: &str| RegistryError::Corrupt {
+            what: format!("delivery {}: {what}", r.id),
+        };
+        Ok(DeliveryRow {
+            platform: r.platform.parse().map_err(|_| corrupt("platform"))?,
+            headers: serde_json::from_str(&r.headers).map_err(|_| corrupt("headers"))?,
+            status: DeliveryStatus::parse(&r.status).ok_or_else(|| corrupt("status"))?,
+            id: r.id,
+            connection_id: r.connection_id,
+            delivery_key: r.delivery_key,
+            event: r.event,
+            received_at: r.received_at,
+            body: r.body,
+            verification: r.verification,
+            error: r.error,
+            processed_at: r.processed_at,
+        })
+    }
+}
+
+/// A job row for an apalis queue, written by the store itself so that it can
+/// share a transaction with other rows.
+#[derive(Debug, Clone)]
+pub struct QueuedJob {
+    pub queue: String,
+    /// The arguments as apalis's JSON codec encodes them
+    /// (`serde_json::to_vec`).
+    pub payload: Vec<u8>,
+    pub max_attempts: i32,
+}
+
+impl QueuedJob {
+    pub fn json<T: Serialize>(queue: &str, args: &T, max_attempts: i32) -> Result<QueuedJob> {
+        Ok(QueuedJob {
+            queue: queue.to_owned(),
+            payload: serde_json::to_vec(args).map_err(|e| RegistryError::Invalid {
+                what: format!("job arguments: {e}"),
+            })?,
+            max_attempts,
+        })
+    }
+
+    /// The `handle-delivery` job of one stored delivery.
+    pub fn handle_delivery(delivery_id: &str) -> QueuedJob {
+        QueuedJob {
+            queue: HANDLE_DELIVERY_QUEUE.to_owned(),
+            payload: serde_json::json!({ "delivery_id": delivery_id })
+                .to_string()
+                .into_bytes(),
+            max_attempts: 5,
+        }
+    }
+}
+
+/// The INSERT of apalis's sink for each backend: the tables differ (SQLite
+/// `Jobs` with epoch seconds and JSON-text metadata; PostgreSQL
+/// `apalis.jobs` with `timestamptz` and hstore metadata, left NULL), the
+/// bound values do not.
+fn job_insert_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+             VALUES ($1, $2, $3, 'Pending', 0, $4, $5, 0, '{}')"
+        }
+        Backend::Postgres => {
+            "INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+             VALUES ($1, $2, $3, 'Pending', 0, $4, to_timestamp($5::bigint), 0, NULL)"
+        }
+    }
+}
+
+/// Insert one apalis job row through any executor; returns its id.
+macro_rules! insert_job {
+    ($ex:expr, $backend:expr, $job:expr) => {{
+        let job: &QueuedJob = $job;
+        let id = new_ulid();
+        sqlx::query(job_insert_sql($backend))
+            .bind(&job.payload)
+            .bind(&id)
+            .bind(&job.queue)
+            .bind(job.max_attempts)
+            .bind(now_ms() / 1000)
+            .execute($ex)
+            .await
+            .map(|_| id)
+    }};
+}
+
+/// A ULID (48-bit millisecond time, 80 random bits, Crockford base32): the
+/// id format apalis parses back from its job rows, sortable by time.
+pub fn new_ulid() -> String {
+    const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let ms = u128::from(u64::try_from(now_ms()).unwrap_or(0)) & ((1 << 48) - 1);
+    let random = u128::from_be_bytes(*uuid::Uuid::new_v4().as_bytes()) & ((1 << 80) - 1);
+    let value = (ms << 80) | random;
+    (0..26)
+        .rev()
+        .map(|i| ALPHABET[((value >> (i * 5)) & 0x1f) as usize] as char)
+        .collect()
+}
+
+/// Associated data binding a sealed webhook secret to its connection.
+fn secret_context(connection_id: &str) -> String {
+    format!("cmcp-webhook-secret:{connection_id}")
+}
+
+fn generate_secret() -> Token {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    Token::new(hex::encode(bytes))
+}
+
+const DELIVERY_SELECT: &str = "SELECT id, connection_id, platform, delivery_key, event, received_at, \
+     headers, body, verification, status, error, processed_at FROM webhook_deliveries";
+
+impl Store {
+    /// Give the connection a webhook secret unless it has a current one.
+    /// Returns whether one was created. Safe to call concurrently: the
+    /// partial unique index admits one current secret per connection.
+    pub async fn ensure_webhook_secret(
+        &self,
+        cipher: &Cipher,
+        connection_id: &str,
+    ) -> Result<bool> {
+        self.get_connection(connection_id).await?;
+        let sealed = cipher.seal_token(&generate_secret(), &secret_context(connection_id))?;
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO webhook_secrets (connection_id, secret_sealed, created_at, valid_until) \
+                 VALUES ($1, $2, $3, NULL) ON CONFLICT (connection_id) WHERE valid_until IS NULL DO NOTHING",
+            )
+            .bind(connection_id).bind(&sealed).bind(now)
+            .execute(pool).await?.rows_affected()
+        });
+        Ok(n == 1)
+    }
+
+    /// Every secret of the connection valid now, the current one first.
+    /// Empty when the connection has none (the gateway then refuses all).
+    pub async fn webhook_secrets(
+        &self,
+        cipher: &Cipher,
+        connection_id: &str,
+    ) -> Result<Vec<Token>> {
+        let now = now_ms();
+        let rows: Vec<(Vec<u8>,)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT secret_sealed FROM webhook_secrets WHERE connection_id = $1 \
+                 AND (valid_until IS NULL OR valid_until > $2) \
+                 ORDER BY (valid_until IS NULL) DESC, created_at DESC, id DESC",
+            )
+            .bind(connection_id).bind(now)
+            .fetch_all(pool).await?
+        });
+        let context = secret_context(connection_id);
+        rows.iter()
+            .map(|(sealed,)| cipher.open_token(sealed, &context))
+            .collect()
+    }
+
+    /// The current secret, creating it first if the connection has none.
+    pub async fn current_webhook_secret(
+        &self,
+        cipher: &Cipher,
+        connection_id: &str,
+    ) -> Result<Token> {
+        self.ensure_webhook_secret(cipher, connection_id).await?;
+        self.webhook_secrets(cipher, connection_id)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| RegistryError::not_found(format!("webhook secret of {connection_id:?}")))
+    }
+
+    /// Replace the current secret; the old ones stay valid for at most
+    /// `overlap_ms` more. Audited (never with the secret).
+    pub async fn rotate_webhook_secret(
+        &self,
+        cipher: &Cipher,
+        connection_id: &str,
+        overlap_ms: i64,
+        actor: &str,
+    ) -> Result<()> {
+        self.get_connection(connection_id).await?;
+        let sealed = cipher.seal_token(&generate_secret(), &secret_context(connection_id))?;
+        let now = now_ms();
+        let until = now.saturating_add(overlap_ms.max(0));
+        let entry = NewAuditEntry {
+            actor: actor.to_owned(),
+            action: "connection.webhook-secret-rotated".to_owned(),
+            target: format!("connection:{connection_id}"),
+            reason: None,
+            before: None,
+            after: Some(serde_json::json!({ "old_secret_valid_until": until })),
+        };
+        in_tx!(self, tx => {
+            sqlx::query("UPDATE webhook_secrets SET valid_until = $1 WHERE connection_id = $2 AND (valid_until IS NULL OR valid_until > $1)")
+                .bind(until).bind(connection_id).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO webhook_secrets (connection_id, secret_sealed, created_at, valid_until) VALUES ($1, $2, $3, NULL)")
+                .bind(connection_id).bind(&sealed).bind(now).execute(&mut *tx).await?;
+            insert_audit!(&mut *tx, &entry, now)?;
+        });
+        Ok(())
+    }
+
+    /// Store a verified delivery and, when its status is `received`, its
+    /// `handle-delivery` job, in one transaction. A delivery key already
+    /// stored for the connection is a duplicate: nothing is written.
+    pub async fn record_delivery(&self, new: &NewDelivery) -> Result<Recorded> {
+        let id = new_ulid();
+        let job = (new.status == DeliveryStatus::Received).then(|| QueuedJob::handle_delivery(&id));
+        let headers = serde_json::to_string(&new.headers).map_err(|e| RegistryError::Invalid {
+            what: format!("headers: {e}"),
+        })?;
+        let now = now_ms();
+        let backend = self.backend();
+        let processed_at = (new.status != DeliveryStatus::Received).then_some(now);
+        let recorded = in_tx!(self, tx => {
+            let inserted: Option<(String,)> = sqlx::query_as(
+                "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, \
+                 headers, body, verification, status, error, processed_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
+            )
+            .bind(&id).bind(&new.connection_id).bind(new.platform.as_str()).bind(&new.delivery_key)
+            .bind(&new.event).bind(now).bind(&headers).bind(&new.body).bind(&new.verification)
+            .bind(new.status.as_str()).bind(&new.error).bind(processed_at)
+            .fetch_optional(&mut *tx).await?;
+            match inserted {
+                Some(_) => {
+                    let job_id = match &job {
+                        Some(job) => Some(insert_job!(&mut *tx, backend, job)?),
+                        None => None,
+                    };
+                    Recorded::Stored { id: id.clone(), job_id }
+                }
+                None => {
+                    let (existing,): (String,) = sqlx::query_as(
+                        "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND delivery_key = $2",
+                    )
+                    .bind(&new.connection_id).bind(&new.delivery_key)
+                    .fetch_one(&mut *tx).await?;
+                    Recorded::Duplicate { id: existing }
+                }
+            }
+        });
+        Ok(recorded)
+    }
+
+    /// Put one job row on an apalis queue (outside any other write).
+    pub async fn enqueue_job(&self, job: &QueuedJob) -> Result<String> {
+        let backend = self.backend();
+        let id = on_pool!(self, pool => insert_job!(pool, backend, job)?);
+        Ok(id)
+    }
+
+    /// Rows of an apalis queue, whatever their status (for tests and
+    /// operators).
+    pub async fn queued_job_count(&self, queue: &str) -> Result<i64> {
+        let sql = match self.backend() {
+            Backend::Sqlite => "SELECT COUNT(*) FROM Jobs WHERE job_type = $1",
+            Backend::Postgres => "SELECT COUNT(*) FROM apalis.jobs WHERE job_type = $1",
+        };
+        let (n,): (i64,) = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(queue).fetch_one(pool).await?
+        });
+        Ok(n)
+    }
+
+    pub async fn get_delivery(&self, id: &str) -> Result<DeliveryRow> {
+        let sql = format!("{DELIVERY_SELECT} WHERE id = $1");
+        let raw: Option<RawDelivery> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?
+        });
+        raw.ok_or_else(|| RegistryError::not_found(format!("delivery {id:?}")))?
+            .try_into()
+    }
+
+    /// A connection's deliveries, oldest first.
+    pub async fn list_deliveries(&self, connection_id: &str) -> Result<Vec<DeliveryRow>> {
+        let sql = format!("{DELIVERY_SELECT} WHERE connection_id = $1 ORDER BY received_at, id");
+        let raws: Vec<RawDelivery> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(connection_id).fetch_all(pool).await?
+        });
+        raws.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Record how processing a delivery ended.
+    pub async fn finish_delivery(
+        &self,
+        id: &str,
+        status: DeliveryStatus,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query("UPDATE webhook_deliveries SET status = $1, error = $2, processed_at = $3 WHERE id = $4")
+                .bind(status.as_str()).bind(error).bind(now).bind(id)
+                .execute(pool).await?.rows_affected()
+        });
+        if n == 0 {
+            return Err(RegistryError::not_found(format!("delivery {id:?}")));
+        }
+        Ok(())
+    }
+
+    /// The tenant under which this connection's spaces are addressed
+    /// (GitHub's web host, Bitbucket's workspace uuid, …), taken from a
+    /// space it already holds, preferring one of `kind`. `None` before the
+    /// first sync.
+    pub async fn connection_tenant(
+        &self,
+        connection_id: &str,
+        kind: cmcp_domain::SpaceKind,
+    ) -> Result<Option<String>> {
+        let row: Option<(String,)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT tenant FROM spaces WHERE connection_id = $1 \
+                 ORDER BY CASE WHEN kind = $2 THEN 0 ELSE 1 END, first_seen_at LIMIT 1",
+            )
+            .bind(connection_id).bind(kind.as_str())
+            .fetch_optional(pool).await?
+        });
+        Ok(row.map(|(t,)| t))
+    }
+
+    /// When the oldest delivery still waiting for its job was received.
+    pub async fn oldest_unprocessed_delivery(&self) -> Result<Option<i64>> {
+        let (oldest,): (Option<i64>,) = on_pool!(self, pool => {
+            sqlx::query_as("SELECT MIN(received_at) FROM webhook_deliveries WHERE status = 'received'")
+                .fetch_one(pool).await?
+        });
+        Ok(oldest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ulids_are_26_crockford_characters() {
+        let a = new_ulid();
+        assert_eq!(a.len(), 26);
+        assert!(
+            a.chars()
+                .all(|c| "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(c))
+        );
+        assert!(a.as_bytes()[0] <= b'7', "the first character holds 3 bits");
+        assert_ne!(new_ulid(), new_ulid());
+    }
+
+    #[test]
+    fn delivery_job_payload_is_the_json_of_its_arguments() {
+        let job = QueuedJob::handle_delivery("01ABC");
+        assert_eq!(job.queue, HANDLE_DELIVERY_QUEUE);
+        assert_eq!(job.payload, br#"{"delivery_id":"01ABC"}"#);
+    }
+}

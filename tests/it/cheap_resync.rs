@@ -1,0 +1,114 @@
+//! A re-sync of an unchanged catalogue is cheap: every listing page is
+//! answered `304 Not Modified` (no budget spent), the cached pages stand in
+//! for them so the listing stays complete, and nothing in the registry is
+//! written.
+
+use cmcp_domain::RunOutcome;
+use cmcp_fixtures::GithubSimConfig;
+use cmcp_registry::Store;
+use cmcp_registry::testing::TestDb;
+use cmcp_tests::{CONNECTION, Harness, assert_registry_matches, fast_http};
+use cmcp_worker::{SyncResult, run_sync};
+
+/// Every row a sync could write (spaces, aliases, the connection and the
+/// page cache), rendered as text for an exact before/after comparison.
+async fn registry_rows(store: &Store) -> Vec<String> {
+    macro_rules! rows {
+        ($pool:expr) => {{
+            let pool = $pool;
+            let mut out = Vec::new();
+            let spaces: Vec<(String, String, String, i64, Option<i64>, Option<String>)> =
+                sqlx::query_as(
+                    "SELECT address, display_name, status, last_changed_at, missing_since, \
+                     connection_id FROM spaces ORDER BY address",
+                )
+                .fetch_all(pool)
+                .await
+                .expect("spaces");
+            out.extend(spaces.into_iter().map(|r| format!("space {r:?}")));
+            let aliases: Vec<(i64, String, String, String, i64, Option<i64>)> = sqlx::query_as(
+                "SELECT id, space_address, kind, value, valid_from, valid_to FROM aliases ORDER BY id",
+            )
+            .fetch_all(pool)
+            .await
+            .expect("aliases");
+            out.extend(aliases.into_iter().map(|r| format!("alias {r:?}")));
+            let connections: Vec<(String, String, String, i64)> = sqlx::query_as(
+                "SELECT id, risks, status, updated_at FROM connections ORDER BY id",
+            )
+            .fetch_all(pool)
+            .await
+            .expect("connections");
+            out.extend(connections.into_iter().map(|r| format!("connection {r:?}")));
+            let cache: Vec<(String, String, String, i64)> = sqlx::query_as(
+                "SELECT connection_id, url, etag, fetched_at FROM http_cache ORDER BY url",
+            )
+            .fetch_all(pool)
+            .await
+            .expect("http_cache");
+            out.extend(cache.into_iter().map(|r| format!("cache {r:?}")));
+            out
+        }};
+    }
+    match store {
+        Store::Sqlite(pool) => rows!(pool),
+        Store::Postgres(pool) => rows!(pool),
+    }
+}
+
+pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb) {
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 10_000,
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    let first = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
+    let SyncResult::Finished {
+        outcome, figures, ..
+    } = first
+    else {
+        panic!("deferred");
+    };
+    assert_eq!(outcome, RunOutcome::Complete);
+    assert_eq!(figures.created, 10_001);
+    assert_eq!(figures.not_modified, 0, "nothing cached yet");
+
+    let before = registry_rows(h.store()).await;
+    assert!(before.iter().filter(|r| r.starts_with("cache ")).count() == 100);
+    h.sim.reset_stats();
+    let second = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
+    let SyncResult::Finished {
+        outcome,
+        figures,
+        error,
+        ..
+    } = second
+    else {
+        panic!("deferred");
+    };
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_eq!(figures.pages, 100);
+    assert_eq!(figures.not_modified, 100);
+    assert_eq!(h.sim.stats().not_modified, figures.pages);
+    assert_eq!(
+        (
+            figures.created,
+            figures.updated,
+            figures.renamed,
+            figures.missing
+        ),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(figures.unchanged, 10_001);
+    assert_eq!(figures.items_seen, 10_001);
+    let after = registry_rows(h.store()).await;
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b, a, "a re-sync of an unchanged org wrote to the registry");
+    }
+    assert_registry_matches(h.store(), &h.sim).await;
+}

@@ -1,0 +1,291 @@
+//! Webhooks end to end over real sockets: the simulated GitHub org sends a
+//! signed delivery for each change to a gateway served on `127.0.0.1:0`; a
+//! worker turns it into a targeted re-read by stable id. Each behaviour runs
+//! on SQLite and PostgreSQL (`webhooks_both_backends!` in `main.rs`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmcp_domain::{AliasKind, SpaceStatus};
+use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{DeliveryStatus, Store};
+use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
+use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
+use cmcp_worker::{
+    Queue, QueueConfig, SyncResult, WorkerOptions, WorkerState, run_sync, run_workers,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Poll `check` until it yields a value; fail after [`LIMIT`].
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A synced org of 12 repos with the queue tables in place.
+async fn synced(db: TestDb) -> Harness {
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 12,
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    assert!(matches!(
+        run_sync(&h.ctx, CONNECTION, "test").await.unwrap(),
+        SyncResult::Finished { .. }
+    ));
+    h
+}
+
+/// The gateway on a free loopback port; returns the hook URL of the
+/// connection.
+async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(EdgeState {
+        store: store.clone(),
+        metrics: None,
+        hooks: Some(Hooks {
+            cipher: cipher(),
+            config: GatewayConfig::default(),
+        }),
+    });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}/hooks/github/{CONNECTION}"), task)
+}
+
+struct RunningWorker {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<cmcp_worker::Result<()>>,
+}
+
+fn start_worker(h: &Harness) -> RunningWorker {
+    let qcfg = QueueConfig {
+        poll_interval: Duration::from_millis(50),
+        ..QueueConfig::default()
+    };
+    let opts = WorkerOptions::unique("it-hooks");
+    let mut ctx = h.ctx.clone();
+    ctx.holder = opts.name.clone();
+    let state = Arc::new(WorkerState {
+        ctx,
+        queue: Queue::new(h.store(), &qcfg),
+        queue_config: qcfg,
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run_workers(state, opts, async move {
+        let _ = stopped.await;
+    }));
+    RunningWorker { stop, task }
+}
+
+impl RunningWorker {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+async fn webhook_to(h: &Harness, url: &str, secret: &str) {
+    h.sim.set_webhook(Some(WebhookTarget {
+        url: url.to_owned(),
+        secret: secret.to_owned(),
+        hook_id: 77,
+    }));
+}
+
+async fn active_name(store: &Store, id: u64) -> Option<String> {
+    store
+        .alias_history(&repo_address(id))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|a| a.is_active() && a.kind == AliasKind::Name)
+        .map(|a| a.raw)
+}
+
+async fn runs(store: &Store) -> usize {
+    store.list_runs(Some(CONNECTION), 100).await.unwrap().len()
+}
+
+pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
+    let h = synced(db).await;
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (url, gateway) = serve_gateway(h.store()).await;
+    let worker = start_worker(&h);
+    webhook_to(&h, &url, secret.expose()).await;
+    let id = h.sim.repos()[3].id;
+    assert_eq!(runs(h.store()).await, 1);
+
+    h.sim.rename_repo(id, "renamed-by-hook");
+    eventually("the new name is the active alias", || async {
+        (active_name(h.store(), id).await.as_deref() == Some("renamed-by-hook")).then_some(())
+    })
+    .await;
+    let found = h.store().resolve("acme/renamed-by-hook").await.unwrap();
+    assert_eq!(found[0].space.address, repo_address(id));
+
+    // Deleted upstream: the delivery's direct read answers Gone → tombstone.
+    let gone = h.sim.repos()[5].id;
+    h.sim.delete_repo(gone);
+    eventually("the deleted repo is tombstoned", || async {
+        let space = h.store().get_space(&repo_address(gone)).await.unwrap()?;
+        (space.status == SpaceStatus::Tombstoned).then_some(())
+    })
+    .await;
+
+    assert_eq!(runs(h.store()).await, 1, "no full sync ran for the events");
+    // The job records the outcome just after applying it.
+    eventually("both deliveries are marked processed", || async {
+        let rows = h.store().list_deliveries(CONNECTION).await.unwrap();
+        (rows.len() == 2 && rows.iter().all(|r| r.status == DeliveryStatus::Processed))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        h.sim
+            .webhook_deliveries()
+            .iter()
+            .all(|s| s.status == Some(202))
+    );
+    worker.stop().await;
+    gateway.abort();
+}
+
+pub async fn delivery_waits_for_a_worker_and_is_then_processed(db: TestDb) {
+    let h = synced(db).await;
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (url, gateway) = serve_gateway(h.store()).await;
+    webhook_to(&h, &url, secret.expose()).await;
+    let id = h.sim.repos()[2].id;
+    let before = active_name(h.store(), id).await;
+
+    h.sim.rename_repo(id, "renamed-while-no-worker");
+    let row = eventually("the delivery is stored", || async {
+        h.store()
+            .list_deliveries(CONNECTION)
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(row.status, DeliveryStatus::Received);
+    assert_eq!(active_name(h.store(), id).await, before, "no worker yet");
+    assert!(
+        h.store()
+            .oldest_unprocessed_delivery()
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let worker = start_worker(&h);
+    eventually("the waiting delivery is processed", || async {
+        let row = h.store().get_delivery(&row.id).await.unwrap();
+        (row.status == DeliveryStatus::Processed).then_some(())
+    })
+    .await;
+    assert_eq!(
+        active_name(h.store(), id).await.as_deref(),
+        Some("renamed-while-no-worker")
+    );
+    assert!(
+        h.store()
+            .oldest_unprocessed_delivery()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    worker.stop().await;
+    gateway.abort();
+}
+
+pub async fn rotated_secret_overlaps_then_the_old_one_is_refused(db: TestDb) {
+    let h = synced(db).await;
+    let old = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (url, gateway) = serve_gateway(h.store()).await;
+    let overlap = Duration::from_secs(5);
+    h.store()
+        .rotate_webhook_secret(&cipher(), CONNECTION, overlap.as_millis() as i64, "test")
+        .await
+        .unwrap();
+    let rotated_at = tokio::time::Instant::now();
+    let new = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    assert_ne!(new.expose(), old.expose());
+
+    // The platform still has the old secret: within the overlap it works.
+    webhook_to(&h, &url, old.expose()).await;
+    let ids: Vec<u64> = h.sim.repos().iter().map(|r| r.id).collect();
+    h.sim.set_archived(ids[0], true);
+    let first = eventually("the first delivery is answered", || async {
+        h.sim.webhook_deliveries().first().cloned()
+    })
+    .await;
+    assert!(
+        rotated_at.elapsed() < overlap,
+        "the machine was too slow to send within the overlap; the result says nothing"
+    );
+    assert_eq!(first.status, Some(202));
+
+    // After the overlap only the new secret is accepted.
+    tokio::time::sleep_until(rotated_at + overlap + Duration::from_millis(200)).await;
+    h.sim.set_archived(ids[1], true);
+    let second = eventually("the second delivery is answered", || async {
+        h.sim.webhook_deliveries().get(1).cloned()
+    })
+    .await;
+    assert_eq!(second.status, Some(401));
+    webhook_to(&h, &url, new.expose()).await;
+    h.sim.set_archived(ids[2], true);
+    let third = eventually("the third delivery is answered", || async {
+        h.sim.webhook_deliveries().get(2).cloned()
+    })
+    .await;
+    assert_eq!(third.status, Some(202));
+    assert_eq!(
+        h.store().list_deliveries(CONNECTION).await.unwrap().len(),
+        2
+    );
+    gateway.abort();
+}

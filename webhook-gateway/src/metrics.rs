@@ -1,0 +1,104 @@
+//! Every metric the gateway emits, declared once so names and labels cannot
+//! drift between the places that record them. Recording goes through the
+//! `metrics` facade: without an installed recorder (tests, the CLI) it is a
+//! no-op; `serve` and `gateway` install the Prometheus one.
+
+use std::time::Duration;
+
+use cmcp_domain::Platform;
+
+/// Deliveries by `platform` and `outcome`.
+pub const DELIVERIES: &str = "cmcp_webhook_deliveries_total";
+/// Refused signatures / channel checks by `platform` and `reason`.
+pub const VERIFICATION_FAILURES: &str = "cmcp_webhook_verification_failures_total";
+/// Events stored but not modelled, by `platform`.
+pub const UNKNOWN_EVENTS: &str = "cmcp_webhook_unknown_events_total";
+/// Seconds to store a delivery and its job (the time before the 2xx).
+pub const ENQUEUE_SECONDS: &str = "cmcp_webhook_enqueue_seconds";
+/// Age in seconds of the oldest delivery still waiting for its job (0 when
+/// none is); computed from the store at scrape time.
+pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
+
+/// What became of one delivery at the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stored with its job.
+    Accepted,
+    /// Stored, nothing to do (an event the catalogue ignores or does not
+    /// model).
+    Ignored,
+    /// Already stored; acknowledged again, no second job.
+    Duplicate,
+    BadSignature,
+    UnknownConnection,
+    TooLarge,
+    /// Signed but not understood: stored as failed and acknowledged.
+    Failed,
+    /// The store could not take it: 503, the sender retries.
+    Unavailable,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Accepted => "accepted",
+            Outcome::Ignored => "ignored",
+            Outcome::Duplicate => "duplicate",
+            Outcome::BadSignature => "bad_signature",
+            Outcome::UnknownConnection => "unknown_connection",
+            Outcome::TooLarge => "too_large",
+            Outcome::Failed => "failed",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Platform label; `unknown` for a route naming no platform.
+pub fn platform_label(platform: Option<Platform>) -> &'static str {
+    platform.map_or("unknown", Platform::as_str)
+}
+
+pub fn delivery(platform: Option<Platform>, outcome: Outcome) {
+    metrics::counter!(DELIVERIES, "platform" => platform_label(platform), "outcome" => outcome.as_str())
+        .increment(1);
+}
+
+pub fn verification_failure(platform: Platform, reason: &'static str) {
+    metrics::counter!(VERIFICATION_FAILURES, "platform" => platform.as_str(), "reason" => reason)
+        .increment(1);
+}
+
+pub fn unknown_event(platform: Platform) {
+    metrics::counter!(UNKNOWN_EVENTS, "platform" => platform.as_str()).increment(1);
+}
+
+pub fn enqueue_latency(elapsed: Duration) {
+    metrics::histogram!(ENQUEUE_SECONDS).record(elapsed.as_secs_f64());
+}
+
+pub fn oldest_unprocessed(age: Duration) {
+    metrics::gauge!(OLDEST_UNPROCESSED_SECONDS).set(age.as_secs_f64());
+}
+
+/// Help texts for the exporter.
+pub fn describe() {
+    metrics::describe_counter!(DELIVERIES, "Webhook deliveries by platform and outcome");
+    metrics::describe_counter!(
+        VERIFICATION_FAILURES,
+        "Webhook deliveries refused by signature or channel check"
+    );
+    metrics::describe_counter!(
+        UNKNOWN_EVENTS,
+        "Stored webhook events that are not modelled"
+    );
+    metrics::describe_histogram!(
+        ENQUEUE_SECONDS,
+        metrics::Unit::Seconds,
+        "Time to store a delivery and its job before acknowledging"
+    );
+    metrics::describe_gauge!(
+        OLDEST_UNPROCESSED_SECONDS,
+        metrics::Unit::Seconds,
+        "Age of the oldest delivery not yet processed"
+    );
+}

@@ -1,0 +1,207 @@
+//! The store-backed implementations of the connectors' [`SharedBudget`] and
+//! [`PageCache`], and the credential fingerprint that names a budget.
+//!
+//! Why here: the worker is the one crate that knows both the store and the
+//! connectors. A budget is keyed by a fingerprint of the credential (and the
+//! API origin), so two connections — or two worker processes — sending with
+//! one token draw on one budget, exactly as the platform counts them. The
+//! fingerprint is an HMAC-SHA256 under a fixed label, truncated: it tells
+//! budgets apart, cannot be reversed into a high-entropy token, and the
+//! token itself never reaches the database.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cmcp_connectors::ConnectorDeps;
+use cmcp_connectors::common::budget::{Admission, BudgetUnavailable, Observation, SharedBudget};
+use cmcp_connectors::common::page_cache::{CachedPage, PageCache};
+use cmcp_domain::Token;
+use cmcp_registry::{BudgetGrant, BudgetSettlement, BudgetTiming, Store};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use tracing::warn;
+
+/// The HMAC key of budget fingerprints. Fixed on purpose: every worker of
+/// the fleet must derive the same key from the same token.
+const FINGERPRINT_LABEL: &[u8] = b"cmcp-discovery/rate-budget/v1";
+/// Hex digits kept (64 bits: collisions between a fleet's credentials are
+/// not a practical concern).
+const FINGERPRINT_HEX: usize = 16;
+
+/// A stable, non-reversible name for the credential `token` used against
+/// `base_url` (the same token on two hosts is two budgets).
+pub fn credential_fingerprint(base_url: &str, token: &Token) -> String {
+    let origin = url_origin(base_url);
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(FINGERPRINT_LABEL)
+        .expect("HMAC accepts keys of any length");
+    mac.update(origin.as_bytes());
+    mac.update(&[0]);
+    mac.update(token.expose().trim().as_bytes());
+    let mut hex = hex::encode(mac.finalize().into_bytes());
+    hex.truncate(FINGERPRINT_HEX);
+    hex
+}
+
+fn url_origin(base_url: &str) -> String {
+    let t = base_url.trim().to_ascii_lowercase();
+    let after_scheme = t.split_once("://").map_or(t.as_str(), |(_, rest)| rest);
+    after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The fleet's budgets, kept in the store.
+#[derive(Debug, Clone)]
+pub struct StoreBudget {
+    store: Store,
+    timing: BudgetTiming,
+}
+
+impl StoreBudget {
+    pub fn new(store: Store) -> Self {
+        StoreBudget {
+            store,
+            timing: BudgetTiming::default(),
+        }
+    }
+
+    pub fn with_timing(mut self, timing: BudgetTiming) -> Self {
+        self.timing = timing;
+        self
+    }
+}
+
+fn at_ms(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or_else(Utc::now)
+}
+
+#[async_trait::async_trait]
+impl SharedBudget for StoreBudget {
+    async fn reserve(&self, key: &str, reserve: u32) -> Result<Admission, BudgetUnavailable> {
+        let now = Utc::now().timestamp_millis();
+        match self
+            .store
+            .reserve_budget(key, i64::from(reserve), now, self.timing)
+            .await
+        {
+            Ok(BudgetGrant::Go) => Ok(Admission::Go),
+            Ok(BudgetGrant::WaitUntilMs(ms)) => Ok(Admission::WaitUntil(at_ms(ms))),
+            Err(e) => Err(BudgetUnavailable(e.to_string())),
+        }
+    }
+
+    async fn settle(&self, key: &str, observation: Observation) {
+        let s = BudgetSettlement {
+            remaining: observation.reading.map(|r| i64::from(r.remaining)),
+            reset_at: observation.reading.map(|r| r.reset.timestamp_millis()),
+            limit: observation.limit.map(i64::from),
+            paused_until: observation.pause_until.map(|p| p.timestamp_millis()),
+        };
+        if let Err(e) = self
+            .store
+            .settle_budget(key, s, Utc::now().timestamp_millis())
+            .await
+        {
+            // The reservation stays counted as in flight until the budget
+            // goes stale: conservative, never an overdraft.
+            warn!(budget_key = key, error = %e, "could not settle the rate budget");
+        }
+    }
+}
+
+/// One connection's conditional-request cache, kept in the store.
+#[derive(Debug, Clone)]
+pub struct StorePageCache {
+    store: Store,
+    connection_id: String,
+}
+
+impl StorePageCache {
+    pub fn new(store: Store, connection_id: &str) -> Self {
+        StorePageCache {
+            store,
+            connection_id: connection_id.to_owned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl PageCache for StorePageCache {
+    async fn get(&self, url: &str) -> Option<CachedPage> {
+        match self.store.cached_page(&self.connection_id, url).await {
+            Ok(row) => row.map(|r| CachedPage {
+                etag: r.etag,
+                body: r.body,
+                link: r.link,
+            }),
+            Err(e) => {
+                warn!(connection_id = %self.connection_id, error = %e, "could not read the page cache");
+                None
+            }
+        }
+    }
+
+    async fn put(&self, url: &str, page: &CachedPage) {
+        if let Err(e) = self
+            .store
+            .put_cached_page(
+                &self.connection_id,
+                url,
+                &page.etag,
+                &page.body,
+                page.link.as_deref(),
+            )
+            .await
+        {
+            warn!(connection_id = %self.connection_id, error = %e, "could not write the page cache");
+        }
+    }
+}
+
+/// What a sync hands its connector: the store-backed budget of the
+/// credential and the connection's page cache. Also records which budget
+/// the connection spends (for `connection list`; written only on change).
+pub async fn connector_deps(
+    store: &Store,
+    connection_id: &str,
+    platform: cmcp_domain::Platform,
+    base_url: &str,
+    token: &Token,
+) -> ConnectorDeps {
+    let credential = credential_fingerprint(base_url, token);
+    // The key the GitHub connector spends (`<platform>:<credential>:core`).
+    let key = format!("{platform}:{credential}:core");
+    if let Err(e) = store.note_budget_user(connection_id, &key).await {
+        warn!(connection_id, error = %e, "could not record the connection's budget");
+    }
+    ConnectorDeps {
+        budget: Some((Arc::new(StoreBudget::new(store.clone())), credential)),
+        page_cache: Some(Arc::new(StorePageCache::new(store.clone(), connection_id))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_name_the_credential_and_host_without_the_token() {
+        let t = Token::new("ghp_secretvalue123");
+        let a = credential_fingerprint("https://api.github.com", &t);
+        assert_eq!(a.len(), FINGERPRINT_HEX);
+        assert!(!a.contains("secret"));
+        assert_eq!(a, credential_fingerprint("https://API.github.com/", &t));
+        assert_ne!(
+            a,
+            credential_fingerprint("https://ghe.example.com/api/v3", &t)
+        );
+        assert_ne!(
+            a,
+            credential_fingerprint("https://api.github.com", &Token::new("ghp_other"))
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! `handle_delivery`: turn one stored webhook delivery into a targeted
+//! refresh.
+//!
+//! The gateway stored the delivery (verified at receipt) and this job in one
+//! transaction. Here the stored bytes are parsed again and each affected
+//! entity is re-read by its stable id through `Connector::read`, then
+//! applied with `Store::apply_page`, the same path as a sync. A payload is
+//! never trusted for the entity's state: it only says what to re-read, so a
+//! late or reordered delivery cannot roll the registry back. A deletion is
+//! believed only when the direct read answers Gone, and only then is the
+//! space tombstoned. Everything goes through the generic
+//! `cmcp_connectors::build_with_settings`, so every platform with a connector is served.
+//!
+//! Events that change more than one entity's identity (an org rename) queue
+//! a full sync instead; a Drive change notification reads the changes feeds
+//! through `drive::run_incremental`.
+
+use std::sync::Arc;
+
+use apalis::prelude::{BoxDynError, Data};
+use cmcp_domain::{RiskNotice, SpaceAddress, SpaceKind};
+use cmcp_registry::{DeliveryRow, DeliveryStatus, NewAuditEntry};
+use cmcp_webhook_gateway::event::{
+    BitbucketEvent, GithubEvent, InstallationAction, JiraEvent, ResourceState,
+};
+use cmcp_webhook_gateway::hooks::stored_headers;
+use cmcp_webhook_gateway::{HookEvent, Verified};
+use serde::{Deserialize, Serialize};
+use tracing::{info, instrument, warn};
+
+use crate::error::{Result, WorkerError};
+use crate::jobs::sync_connection::SyncConnection;
+use crate::runner::WorkerState;
+
+pub const NAME: &str = "handle_delivery";
+pub use cmcp_registry::store::HANDLE_DELIVERY_QUEUE as QUEUE;
+
+/// The job's arguments, as the store writes them (`{"delivery_id": …}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandleDelivery {
+    pub delivery_id: String,
+}
+
+/// What a delivery asks of the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Re-read these `(kind, stable id)` entities by id.
+    Refresh(Vec<(SpaceKind, String)>),
+    /// Too much may have changed for targeted reads.
+    FullSync(&'static str),
+    /// The hook itself was deleted on the platform: flag the connection.
+    HookDeleted,
+    /// Drive said something changed: read the changes feeds from their
+    /// stored positions (`drive::run_incremental`).
+    DriveChanges,
+    /// Acknowledged, nothing to do.
+    Nothing(&'static str),
+}
+
+/// The plan for one event. Pure, so every mapping is testable alone.
+pub fn plan(event: &HookEvent) -> Plan {
+    match event {
+        HookEvent::Github(e) => match e {
+            GithubEvent::Repository { repo, .. } => {
+                Plan::Refresh(vec![(SpaceKind::GithubRepo, repo.id.clone())])
+            }
+            GithubEvent::InstallationRepositories { added, removed, .. } => Plan::Refresh(
+                added
+                    .iter()
+                    .chain(removed)
+                    .map(|id| (SpaceKind::GithubRepo, id.clone()))
+                    .collect(),
+            ),
+            // A deleted or suspended installation hides every repository it
+            // covered; that is not a deletion of any of them (trap 1).
+            GithubEvent::Installation { action, .. } => match action {
+                InstallationAction::Deleted | InstallationAction::Suspend => {
+                    Plan::Nothing("installation lost access; spaces are not deleted")
+                }
+                _ => Plan::FullSync("installation access changed"),
+            },
+            GithubEvent::OrganizationRenamed { .. } => Plan::FullSync("organization renamed"),
+            GithubEvent::Ping { .. } => Plan::Nothing("ping"),
+            GithubEvent::HookDeleted { .. } => Plan::HookDeleted,
+        },
+        HookEvent::Bitbucket(e) => Plan::Refresh(vec![match e {
+            BitbucketEvent::RepoCreated { repo }
+            | BitbucketEvent::RepoDeleted { repo }
+            | BitbucketEvent::RepoUpdated { repo, .. }
+            | BitbucketEvent::RepoTransferred { repo, .. } => {
+                (SpaceKind::BitbucketRepo, repo.uuid.clone())
+            }
+            BitbucketEvent::ProjectUpdated { project, .. } => {
+                (SpaceKind::BitbucketProject, project.uuid.clone())
+            }
+        }]),
+        HookEvent::Jira(JiraEvent::Project { project, .. }) => {
+            Plan::Refresh(vec![(SpaceKind::JiraProject, project.id.clone())])
+        }
+        // The notification does not say what changed: the changes feed does.
+        HookEvent::Drive(d) => match d.state {
+            ResourceState::Sync => Plan::Nothing("drive channel opened"),
+            ResourceState::Change => Plan::DriveChanges,
+        },
+        HookEvent::Ignored { .. } | HookEvent::Unknown { .. } => Plan::Nothing("not modelled"),
+    }
+}
+
+#[instrument(skip_all, fields(job = NAME, delivery_id = %job.delivery_id))]
+pub async fn handle(
+    job: HandleDelivery,
+    state: Data<Arc<WorkerState>>,
+) -> std::result::Result<String, BoxDynError> {
+    let state: &WorkerState = &state;
+    let store = &state.ctx.store;
+    let row = store.get_delivery(&job.delivery_id).await?;
+    if row.status != DeliveryStatus::Received {
+        return Ok(format!("already {}", row.status.as_str()));
+    }
+    let verified =
+        Verified::from_stored(row.platform, stored_headers(&row.headers), row.body.clone());
+    let event = match HookEvent::parse(&verified) {
+        Ok(e) => e,
+        Err(e) => {
+            store
+                .finish_delivery(&row.id, DeliveryStatus::Failed, Some(&e.to_string()))
+                .await?;
+            return Ok(format!("failed: {e}"));
+        }
+    };
+    let plan = plan(&event);
+    match apply(state, &row, &plan).await {
+        Ok(done) => {
+            store
+                .finish_delivery(&row.id, DeliveryStatus::Processed, None)
+                .await?;
+            info!(connection_id = %row.connection_id, event = %row.event, %done, "delivery processed");
+            Ok(done)
+        }
+        Err(e) => {
+            // Left `received`: apalis retries the job, and the oldest
+            // unprocessed delivery shows in the gateway's metrics meanwhile.
+            warn!(connection_id = %row.connection_id, event = %row.event, error = %e, "delivery processing failed; will retry");
+            Err(e.into())
+        }
+    }
+}
+
+async fn apply(state: &WorkerState, row: &DeliveryRow, plan: &Plan) -> Result<String> {
+    let ctx = &state.ctx;
+    match plan {
+        Plan::Nothing(why) => Ok(format!("nothing to do: {why}")),
+        Plan::FullSync(why) => full_sync(state, row, why).await,
+        Plan::DriveChanges => {
+            match crate::drive::run_incremental(ctx, &row.connection_id).await? {
+                crate::drive::IncrementalOutcome::Applied(r) => Ok(format!(
+                    "drive changes applied: {} changes, {} created, {} renamed, {} tombstoned",
+                    r.changes, r.created, r.renamed, r.tombstoned
+                )),
+                crate::drive::IncrementalOutcome::FullSync(_) => {
+                    Ok("no feed positions yet: a full sync ran".to_owned())
+                }
+                // A run that may have started before this change holds the
+                // connection: fail so apalis tries again after it.
+                crate::drive::IncrementalOutcome::Deferred { holder, .. } => {
+                    Err(WorkerError::Sync {
+                        connection_id: row.connection_id.clone(),
+                        detail: format!(
+                            "{holder} holds the connection; drive changes retried later"
+                        ),
+                    })
+                }
+            }
+        }
+        Plan::HookDeleted => {
+            let conn = ctx.store.get_connection(&row.connection_id).await?;
+            let mut risks = conn.risks.clone();
+            if !risks.iter().any(|r| r.code == "webhook-deleted") {
+                risks.push(RiskNotice {
+                    code: "webhook-deleted".to_owned(),
+                    message: "the platform reports this connection's webhook was deleted; changes now arrive only with scheduled syncs".to_owned(),
+                });
+            }
+            ctx.store.set_connection_risks(&conn.id, &risks).await?;
+            ctx.store
+                .append_audit(&NewAuditEntry {
+                    actor: "webhook".to_owned(),
+                    action: "connection.webhook-deleted".to_owned(),
+                    target: format!("connection:{}", conn.id),
+                    reason: Some(format!("delivery {}", row.id)),
+                    before: None,
+                    after: None,
+                })
+                .await?;
+            Ok("connection flagged: webhook deleted".to_owned())
+        }
+        Plan::Refresh(targets) => {
+            let conn = ctx.store.get_connection(&row.connection_id).await?;
+            let mut done = Vec::new();
+            let token = ctx.store.connection_token(&ctx.cipher, &conn.id).await?;
+            let c = cmcp_connectors::build_with_settings(
+                &conn.spec(),
+                &conn.settings,
+                token,
+                &ctx.http,
+            )
+            .map_err(|e| WorkerError::Sync {
+                connection_id: conn.id.clone(),
+                detail: e.to_string(),
+            })?;
+            for (kind, id) in targets {
+                let Some(tenant) = ctx.store.connection_tenant(&conn.id, *kind).await? else {
+                    // Never synced: the first sync reads everything anyway.
+                    return full_sync(state, row, "connection not synced yet").await;
+                };
+                let address =
+                    SpaceAddress::new(*kind, &tenant, id).map_err(|e| WorkerError::Sync {
+                        connection_id: conn.id.clone(),
+                        detail: format!("cannot address {kind} {id}: {e}"),
+                    })?;
+                let outcome = c.read(&address).await.map_err(|e| WorkerError::Sync {
+                    connection_id: conn.id.clone(),
+                    detail: format!("read {address}: {e}"),
+                })?;
+                match outcome {
+                    cmcp_connectors::ReadOutcome::Found(record) => {
+                        let stats = ctx
+                            .store
+                            .apply_page(&conn.id, &conn.owner, &[record])
+                            .await?;
+                        done.push(format!(
+                            "{address}: {} created, {} updated, {} renamed",
+                            stats.created, stats.updated, stats.renamed
+                        ));
+                    }
+                    cmcp_connectors::ReadOutcome::Gone => {
+                        let changed = ctx.store.tombstone(&address).await?;
+                        done.push(format!("{address}: gone (tombstoned: {changed})"));
+                    }
+                }
+            }
+            Ok(done.join("; "))
+        }
+    }
+}
+
+/// Queue a full sync of the delivery's connection, once per delivery even
+/// if this job runs again.
+async fn full_sync(state: &WorkerState, row: &DeliveryRow, why: &str) -> Result<String> {
+    state
+        .queue
+        .push(
+            SyncConnection::new(&row.connection_id, "webhook"),
+            None,
+            Some(format!("delivery:{}", row.id)),
+        )
+        .await?;
+    Ok(format!("full sync queued: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmcp_webhook_gateway::event::{GithubRepo, RepoAction};
+
+    fn repo_event(action: RepoAction) -> HookEvent {
+        HookEvent::Github(GithubEvent::Repository {
+            action,
+            repo: GithubRepo {
+                id: "42".into(),
+                full_name: "acme/w".into(),
+                owner: "acme".into(),
+            },
+        })
+    }
+
+    #[test]
+    fn repository_events_refresh_the_repo_by_id() {
+        for action in [
+            RepoAction::Created,
+            RepoAction::Deleted,
+            RepoAction::Renamed {
+                from_name: "v".into(),
+            },
+            RepoAction::Archived,
+        ] {
+            assert_eq!(
+                plan(&repo_event(action)),
+                Plan::Refresh(vec![(SpaceKind::GithubRepo, "42".into())])
+            );
+        }
+    }
+
+    #[test]
+    fn org_rename_syncs_and_lost_installations_delete_nothing() {
+        let renamed = HookEvent::Github(GithubEvent::OrganizationRenamed {
+            org_id: "1".into(),
+            login: "a".into(),
+            from_login: None,
+        });
+        assert!(matches!(plan(&renamed), Plan::FullSync(_)));
+        let gone = HookEvent::Github(GithubEvent::Installation {
+            action: InstallationAction::Deleted,
+            installation_id: "9".into(),
+            account: None,
+        });
+        assert!(matches!(plan(&gone), Plan::Nothing(_)));
+        let meta = HookEvent::Github(GithubEvent::HookDeleted {
+            hook_id: "1".into(),
+        });
+        assert_eq!(plan(&meta), Plan::HookDeleted);
+    }
+
+    #[test]
+    fn job_arguments_read_the_stores_payload() {
+        let job = cmcp_registry::QueuedJob::handle_delivery("01XYZ");
+        let args: HandleDelivery = serde_json::from_slice(&job.payload).unwrap();
+        assert_eq!(args.delivery_id, "01XYZ");
+        assert_eq!(job.queue, QUEUE);
+    }
+}
