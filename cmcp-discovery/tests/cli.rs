@@ -37,14 +37,26 @@ fn demo_then_list_and_resolve_from_its_sqlite_file() {
             .exists()
     );
 
-    assert!(stdout.contains("arrived") || stdout.contains("applied in"), "the rename arrives by webhook: {stdout}");
-    assert!(stdout.contains("mapping proposals wait for an ADMIN"), "{stdout}");
+    assert!(
+        stdout.contains("arrived") || stdout.contains("applied in"),
+        "the rename arrives by webhook: {stdout}"
+    );
+    assert!(
+        stdout.contains("mapping proposals wait for an ADMIN"),
+        "{stdout}"
+    );
     assert!(stdout.contains("one-time admin key"), "{stdout}");
     for platform in ["demo-github", "demo-bitbucket", "demo-jira", "demo-drive"] {
-        assert!(stdout.contains(&format!("of {platform}: complete")), "{platform}: {stdout}");
+        assert!(
+            stdout.contains(&format!("of {platform}: complete")),
+            "{platform}: {stdout}"
+        );
     }
 
-    let out = cli(dir.path(), &["spaces", "list", "--connection", "demo-github"]);
+    let out = cli(
+        dir.path(),
+        &["spaces", "list", "--connection", "demo-github"],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("26 spaces"), "{stdout}");

@@ -11,11 +11,11 @@ pub use cipher::Cipher;
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{
-    ApiKeyRow, Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewApiKey, NewProposal, PlaceAliasRow,
-    PlaceFigures, PlaceInput, PlaceRow, ProposalFigures, ProposalFilter, ProposalRow, ProposalTarget,
-    SessionRow,
-    AliasRow, AuditEntry, Backend, ConnectionRow, LeaseAttempt, NewAuditEntry, NewConnection,
-    PageStats, Resolution, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
+    AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt, MappingRow,
+    MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal, PageStats,
+    PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, ProposalFigures, ProposalFilter,
+    ProposalRow, ProposalTarget, Resolution, SessionRow, SpaceFilter, SpaceRow, Store,
+    StoreOptions, SyncRunRow,
 };
-pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded};
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
+pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded};

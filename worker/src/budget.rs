@@ -173,10 +173,13 @@ pub async fn connector_deps(
     token: &Token,
 ) -> ConnectorDeps {
     let credential = credential_fingerprint(base_url, token);
-    // The key the GitHub connector spends (`<platform>:<credential>:core`).
-    let key = format!("{platform}:{credential}:core");
-    if let Err(e) = store.note_budget_user(connection_id, &key).await {
-        warn!(connection_id, error = %e, "could not record the connection's budget");
+    // Only GitHub spends the shared budget so far, under
+    // `<platform>:<credential>:core`; the other connectors ignore it.
+    if platform == cmcp_domain::Platform::Github {
+        let key = format!("{platform}:{credential}:core");
+        if let Err(e) = store.note_budget_user(connection_id, &key).await {
+            warn!(connection_id, error = %e, "could not record the connection's budget");
+        }
     }
     ConnectorDeps {
         budget: Some((Arc::new(StoreBudget::new(store.clone())), credential)),

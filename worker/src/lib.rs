@@ -3,8 +3,8 @@
 //! processes (`runner`).
 
 pub mod budget;
-pub mod enqueue;
 pub mod drive;
+pub mod enqueue;
 pub mod error;
 pub mod jobs;
 pub mod queue;

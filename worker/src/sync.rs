@@ -153,28 +153,23 @@ async fn sync_under_lease(
         &token,
     )
     .await;
-    let connector = match cmcp_connectors::build_with(
-        &spec,
-        &connection.settings,
-        token,
-        &ctx.http,
-        deps,
-    ) {
-        Ok(c) => c,
-        Err(e) => {
-            return finish(
-                ctx,
-                &run_id,
-                RunOutcome::Failed,
-                figures,
-                started,
-                Some(e.to_string()),
-                false,
-                None,
-            )
-            .await;
-        }
-    };
+    let connector =
+        match cmcp_connectors::build_with(&spec, &connection.settings, token, &ctx.http, deps) {
+            Ok(c) => c,
+            Err(e) => {
+                return finish(
+                    ctx,
+                    &run_id,
+                    RunOutcome::Failed,
+                    figures,
+                    started,
+                    Some(e.to_string()),
+                    false,
+                    None,
+                )
+                .await;
+            }
+        };
 
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
     let listing = tokio::spawn(async move { connector.list(tx).await });
@@ -228,7 +223,9 @@ async fn sync_under_lease(
                 figures.missing = ctx.store.mark_missing(&connection.id, &seen).await?;
                 // Mapping proposals follow the catalogue; a failure here is
                 // logged and never fails the sync (the next run retries).
-                if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
+                if let Err(e) =
+                    cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await
+                {
                     warn!(error = %e, "could not refresh mapping proposals");
                 }
                 finish(

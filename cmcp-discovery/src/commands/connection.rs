@@ -37,7 +37,9 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                     &actor,
                 )
                 .await?;
-            app.store.ensure_webhook_secret(&app.cipher, &row.id).await?;
+            app.store
+                .ensure_webhook_secret(&app.cipher, &row.id)
+                .await?;
             println!(
                 "added connection {} ({} {} via {})",
                 row.id, row.platform, row.scope, row.base_url
@@ -237,7 +239,9 @@ async fn add_atlassian(
             &actor,
         )
         .await?;
-    app.store.ensure_webhook_secret(&app.cipher, &row.id).await?;
+    app.store
+        .ensure_webhook_secret(&app.cipher, &row.id)
+        .await?;
     println!(
         "added connection {} ({} {} via {})",
         row.id, row.platform, row.scope, row.base_url

@@ -31,14 +31,16 @@ mod webhooks;
 
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
-pub use http_cache::CachedPageRow;
-pub use drive::DrivePageToken;
 pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
+pub use drive::DrivePageToken;
+pub use http_cache::CachedPageRow;
 pub use keys::{ApiKeyRow, NewApiKey, POWERS, ROLES, SessionRow};
-pub use places::{PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key, normalise_place_name};
+pub use places::{
+    PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key, normalise_place_name,
+};
 pub use proposals::{
-    Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures, ProposalFilter, ProposalRow,
-    ProposalTarget,
+    Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures,
+    ProposalFilter, ProposalRow, ProposalTarget,
 };
 pub use runs::SyncRunRow;
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};

@@ -55,7 +55,10 @@ async fn pages_after_the_first_overlap_but_never_exceed_max_concurrency() {
     assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
     let stats = sim.stats();
     assert!(stats.max_in_flight <= 3, "{stats:?}");
-    assert!(stats.max_in_flight > 1, "pages were fetched one by one: {stats:?}");
+    assert!(
+        stats.max_in_flight > 1,
+        "pages were fetched one by one: {stats:?}"
+    );
 }
 
 #[tokio::test]

@@ -47,7 +47,10 @@ async fn ten_percent_mixed_faults_still_give_exactly_the_sims_repos() {
     assert_eq!(f.requests, 51 + f.retries);
     // Injected 429 / secondary 403 carry retry-after: waited out, and the
     // pause also holds back the pages fetched alongside.
-    assert!(f.rate_limit_waits >= stats.rate_limited, "{f:?} vs {stats:?}");
+    assert!(
+        f.rate_limit_waits >= stats.rate_limited,
+        "{f:?} vs {stats:?}"
+    );
 }
 
 #[tokio::test]
