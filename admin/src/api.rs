@@ -179,18 +179,24 @@ async fn put_places(State(st): State<AdminState>, caller: Caller, body: Json<Val
     Ok(Json(json!({ "places": figures, "proposals": proposals })))
 }
 
-/// Connections with their status, risks and last run.
+/// Connections with their status, risks, last run and rate budget: the
+/// shared budget of the connection's credential as the fleet last learned it
+/// (`remaining`, `request_limit`, `reset_at`, `paused_until` in epoch
+/// milliseconds), or null before the connection has sent a request.
 pub async fn connections_overview(st: &AdminState) -> Result<Vec<Value>, AdminError> {
+    let mut budgets: std::collections::HashMap<String, cmcp_registry::BudgetRow> =
+        st.store.connection_budgets().await?.into_iter().collect();
     let mut out = Vec::new();
     for c in st.store.list_connections().await? {
         let last = st.store.last_run(&c.id).await?;
-        out.push(json!({ "connection": c, "last_run": last }));
+        let budget = budgets.remove(&c.id);
+        out.push(json!({ "connection": c, "last_run": last, "rate_budget": budget }));
     }
     Ok(out)
 }
 
 #[utoipa::path(get, path = "/v1/connections",
-    responses((status = 200, description = "Connections with status, risk notices and last run"),
+    responses((status = 200, description = "Connections with status, risk notices, last run and rate budget (remaining, limit, reset time)"),
               (status = 401, description = "No valid API key"),
               (status = 403, description = "Needs an admin key with the connections power")))]
 async fn list_connections(State(st): State<AdminState>, caller: Caller) -> ApiResult {

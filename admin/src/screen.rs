@@ -1,8 +1,9 @@
 //! The ADMIN's one screen at `/admin`: server-rendered HTML forms, no
 //! JavaScript. Pending proposals grouped by platform and confidence with
 //! their evidence in words, decided in bulk with a reason; decided ones
-//! with undo; connections with status, risks and last run. maud escapes
-//! every upstream string; every POST checks Origin and the CSRF token.
+//! with undo; connections with status, risks, last run and rate budget.
+//! maud escapes every upstream string; every POST checks Origin and the
+//! CSRF token.
 
 use std::collections::BTreeMap;
 
@@ -258,7 +259,7 @@ async fn render(
                             (c["last_run"]["figures"]["rate_limit_waits"].as_i64().unwrap_or_default()) " rate-limit waits, "
                             (crate::when(c["last_run"]["started_at"].as_i64().unwrap_or_default()))
                         } }
-                        td { (c["connection"]["settings"]["rate_remaining"].as_i64().map(|n| n.to_string()).unwrap_or_else(|| "not reported".to_owned())) }
+                        td { (budget_words(&c["rate_budget"], chrono::Utc::now().timestamp_millis())) }
                         td {
                             form method="post" action="/admin/connection" {
                                 input type="hidden" name="csrf" value=(s.csrf);
@@ -274,6 +275,31 @@ async fn render(
         },
     );
     Ok(page.into_response())
+}
+
+/// A connection's rate budget in words: `4211/5000 left, resets at …`, or
+/// what is known of it at `now_ms`.
+fn budget_words(b: &serde_json::Value, now_ms: i64) -> String {
+    if b.is_null() {
+        return "not known yet (no request sent)".to_owned();
+    }
+    let remaining = b["remaining"]
+        .as_i64()
+        .map_or_else(|| "unknown".to_owned(), |n| n.to_string());
+    let limit = b["request_limit"]
+        .as_i64()
+        .map(|l| format!("/{l}"))
+        .unwrap_or_default();
+    let reset = b["reset_at"]
+        .as_i64()
+        .map(|t| format!(", resets at {}", crate::when(t)))
+        .unwrap_or_default();
+    let paused = b["paused_until"]
+        .as_i64()
+        .filter(|t| *t > now_ms)
+        .map(|t| format!(", paused until {}", crate::when(t)))
+        .unwrap_or_default();
+    format!("{remaining}{limit} left{reset}{paused}")
 }
 
 /// Repeated `name=value` pairs of a form body.

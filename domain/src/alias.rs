@@ -33,10 +33,18 @@ pub enum AliasKind {
     Path,
     /// A second, opaque platform id (GitHub `node_id`): case-sensitive.
     HostId,
+    /// A repository's root (first) commit: its full SHA-1 (40 hex digits) or
+    /// SHA-256 (64) object id, lower-case. Forks and mirrors keep their root
+    /// commit, so two repos sharing one likely hold the same history.
+    ///
+    /// No connector reports it yet: finding the root commit costs one extra
+    /// request per repo (walking to the end of the commit list), which the
+    /// catalogue syncs do not spend today.
+    FirstCommit,
 }
 
 impl AliasKind {
-    pub const ALL: [AliasKind; 8] = [
+    pub const ALL: [AliasKind; 9] = [
         AliasKind::Name,
         AliasKind::FullName,
         AliasKind::WebUrl,
@@ -45,6 +53,7 @@ impl AliasKind {
         AliasKind::Slug,
         AliasKind::Path,
         AliasKind::HostId,
+        AliasKind::FirstCommit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,11 +66,13 @@ impl AliasKind {
             AliasKind::Slug => "slug",
             AliasKind::Path => "path",
             AliasKind::HostId => "host-id",
+            AliasKind::FirstCommit => "first-commit",
         }
     }
 
     /// The lookup form of `raw` for this kind, or `None` when `raw` cannot be
-    /// an alias of this kind (empty, or not a remote at all).
+    /// an alias of this kind (empty, not a remote at all, not a full commit
+    /// id).
     pub fn normalise(self, raw: &str) -> Option<String> {
         let trimmed = raw.trim();
         if trimmed.is_empty() {
@@ -84,6 +95,7 @@ impl AliasKind {
                 parts.join("/").to_lowercase()
             }
             AliasKind::HostId => trimmed.to_owned(),
+            AliasKind::FirstCommit => normalise_commit_id(trimmed)?,
         };
         (!value.is_empty()).then_some(value)
     }
@@ -144,10 +156,19 @@ impl Alias {
                 AliasKind::Key,
                 AliasKind::Slug,
                 AliasKind::HostId,
+                // Only a full 40/64-digit hex id normalises; anything else is dropped.
+                AliasKind::FirstCommit,
             ]
         };
         kinds.iter().filter_map(|k| Alias::new(*k, input)).collect()
     }
+}
+
+/// A full git object id (SHA-1: 40 hex digits, SHA-256: 64), lower-case;
+/// `None` for anything else (abbreviated ids included: they can collide).
+fn normalise_commit_id(s: &str) -> Option<String> {
+    let ok = matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    ok.then(|| s.to_ascii_lowercase())
 }
 
 /// `[user@]host:path` (the scp-like git syntax), as `(host, path)`.
@@ -328,6 +349,60 @@ mod tests {
         );
     }
 
+    #[test]
+    fn first_commits_are_full_hex_ids_in_lower_case() {
+        let sha1 = "A94A8FE5CCB19BA61C4C0873D391E987982FBBD3";
+        assert_eq!(
+            AliasKind::FirstCommit
+                .normalise(&format!("  {sha1}\n"))
+                .as_deref(),
+            Some("a94a8fe5ccb19ba61c4c0873d391e987982fbbd3")
+        );
+        let sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        assert_eq!(
+            AliasKind::FirstCommit.normalise(sha256).as_deref(),
+            Some(sha256)
+        );
+        let too_long = format!("{sha1}0");
+        for bad in [
+            "",
+            "a94a8fe",
+            &sha1[..39],
+            too_long.as_str(),
+            "g94a8fe5ccb19ba61c4c0873d391e987982fbbd3",
+            "a94a8fe5ccb19ba61c4c0873d391e987982fbb d3",
+            &sha256[..63],
+        ] {
+            assert_eq!(AliasKind::FirstCommit.normalise(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            "first-commit".parse::<AliasKind>().unwrap(),
+            AliasKind::FirstCommit
+        );
+        assert_eq!(AliasKind::FirstCommit.to_string(), "first-commit");
+        assert_eq!(
+            serde_json::to_string(&AliasKind::FirstCommit).unwrap(),
+            "\"first-commit\""
+        );
+    }
+
+    #[test]
+    fn candidates_include_a_first_commit_only_for_full_ids() {
+        let sha1 = "A94A8FE5CCB19BA61C4C0873D391E987982FBBD3";
+        let c = Alias::candidates(sha1);
+        assert!(c.iter().any(|a| a.kind == AliasKind::FirstCommit
+            && a.value == "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"
+            && a.raw == sha1));
+        for short in ["a94a8fe", "PAY", "cafe"] {
+            assert!(
+                Alias::candidates(short)
+                    .iter()
+                    .all(|a| a.kind != AliasKind::FirstCommit),
+                "{short}"
+            );
+        }
+    }
+
     fn segment() -> impl Strategy<Value = String> {
         "[A-Za-z0-9][A-Za-z0-9_-]{0,20}"
     }
@@ -366,6 +441,17 @@ mod tests {
                     prop_assert_eq!(kind.normalise(&once), Some(once.clone()), "{} {:?}", kind, s);
                 }
             }
+        }
+
+        #[test]
+        fn commit_ids_of_any_case_normalise_to_lower_case(
+            id in "([0-9a-fA-F]{40}|[0-9a-fA-F]{64})",
+            pad in "[ \t]{0,3}",
+        ) {
+            let want = id.to_ascii_lowercase();
+            let once = AliasKind::FirstCommit.normalise(&format!("{pad}{id}{pad}"));
+            prop_assert_eq!(once.as_deref(), Some(want.as_str()));
+            prop_assert_eq!(AliasKind::FirstCommit.normalise(&want), Some(want.clone()));
         }
 
         #[test]

@@ -35,6 +35,13 @@ pub enum Evidence {
         value: String,
         mapped_space: String,
     },
+    /// A repo of the container has the same root (first) commit as a space
+    /// that is already mapped (directly or through its container).
+    SameFirstCommit {
+        /// The full commit id; the words print it short.
+        sha: String,
+        mapped_space: String,
+    },
     /// Similar names: weak evidence only.
     FuzzyName {
         name: String,
@@ -59,6 +66,14 @@ impl Evidence {
                 via_alias: true, ..
             } => 75,
             Evidence::JiraKey { .. } => 75,
+            // Weaker than a shared remote or host id (90), which name the very
+            // same repo: forks and mirrors keep the root commit, so a shared
+            // one says "same history", and a fork often lives in another
+            // team's project (or a contractor's workspace). Still well above a
+            // similar name (at most 45) and "create" (50): a root commit is
+            // not shared by chance, so it is worth the ADMIN's look; below
+            // an equal name (75) so a direct naming match outranks it.
+            Evidence::SameFirstCommit { .. } => 60,
             Evidence::FuzzyName { score_pct, .. } => (*score_pct / 2).min(45),
             Evidence::NoMatch { .. } => 50,
         }
@@ -110,6 +125,12 @@ impl Evidence {
                 value,
                 mapped_space,
             } => format!("same {what} {value} as {mapped_space}, which is mapped to place {place}"),
+            Evidence::SameFirstCommit { sha, mapped_space } => {
+                let short = sha.get(..SHORT_SHA).unwrap_or(sha);
+                format!(
+                    "same first commit {short} as {mapped_space}, which is mapped to place {place}"
+                )
+            }
             Evidence::FuzzyName {
                 name,
                 place_name,
@@ -123,6 +144,9 @@ impl Evidence {
         }
     }
 }
+
+/// Hex digits of a commit id printed in words (git's own default).
+const SHORT_SHA: usize = 7;
 
 /// Confidence of a list: the strongest item, plus a little for each further
 /// strong item, below 100 (certainty is the ADMIN's to give).

@@ -35,7 +35,7 @@ pub struct Space {
     pub container: Option<SpaceAddress>,
     /// Project key (Jira, Bitbucket), if the space has one.
     pub key: Option<String>,
-    /// Git remotes and host ids.
+    /// Git remotes, host ids and root (first) commits.
     pub fingerprints: Vec<(AliasKind, String)>,
 }
 
@@ -245,7 +245,8 @@ pub fn propose(
             );
         }
         // 4. Repos named after a mapped Jira project's key; 5. fingerprints
-        // shared with a mapped space.
+        // (remote, host id, or, weaker, root commit) shared with a mapped
+        // space.
         let kids = children.get(&c.address).map(Vec::as_slice).unwrap_or(&[]);
         let mut prefixes: BTreeMap<String, &str> = BTreeMap::new();
         for kid in kids {
@@ -284,17 +285,27 @@ pub fn propose(
                     if let Some(place) = effective(other)
                         && let Some(&i) = place_ix.get(place)
                     {
-                        let what = if *kind == AliasKind::HostId {
-                            "host repo id"
-                        } else {
-                            "git remote"
+                        let mapped_space = other.address.to_string();
+                        let what = match kind {
+                            AliasKind::FirstCommit => {
+                                add(
+                                    i,
+                                    Evidence::SameFirstCommit {
+                                        sha: value.clone(),
+                                        mapped_space,
+                                    },
+                                );
+                                continue;
+                            }
+                            AliasKind::HostId => "host repo id",
+                            _ => "git remote",
                         };
                         add(
                             i,
                             Evidence::SameFingerprint {
                                 what: what.to_owned(),
                                 value: value.clone(),
-                                mapped_space: other.address.to_string(),
+                                mapped_space,
                             },
                         );
                     }

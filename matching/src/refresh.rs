@@ -43,7 +43,9 @@ pub async fn load_input(
             Some(AliasKind::Key) => {
                 keys.insert(a.space_address, a.value);
             }
-            Some(kind @ (AliasKind::GitRemote | AliasKind::HostId)) => {
+            // Root commits only arrive once `Store::match_aliases` selects
+            // the `first-commit` kind too (and a connector reports them).
+            Some(kind @ (AliasKind::GitRemote | AliasKind::HostId | AliasKind::FirstCommit)) => {
                 prints
                     .entry(a.space_address)
                     .or_default()

@@ -371,3 +371,117 @@ fn similar_names_are_capped_to_the_best_few() {
         .expect("the closest name is kept");
     assert_eq!(pct(p1), best);
 }
+
+#[test]
+fn same_first_commit_as_a_mapped_repo_is_medium_evidence() {
+    const ROOT: &str = "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3";
+    let gh_org = addr(SpaceKind::GithubOrg, "github.com", "42");
+    let org = Space {
+        address: gh_org.clone(),
+        name: "acme-gh".into(),
+        container: None,
+        key: None,
+        fingerprints: vec![],
+    };
+    let mapped = repo(
+        SpaceKind::GithubRepo,
+        "github.com",
+        "7",
+        "ledger",
+        &gh_org,
+        &[(AliasKind::FirstCommit, ROOT)],
+    );
+    // A fork in another container: other remote, other name, same root.
+    let p = bb_project("p1", "Contractor work", None);
+    let fork = repo(
+        SpaceKind::BitbucketRepo,
+        "acme",
+        "r1",
+        "books-fork",
+        &p.address,
+        &[
+            (AliasKind::FirstCommit, ROOT),
+            (AliasKind::GitRemote, "bitbucket.org/acme/books-fork"),
+        ],
+    );
+    let places = [place("payments", "Payments", None)];
+    let spaces = [org, mapped.clone(), p.clone(), fork];
+    let out = run(&places, &spaces, &[(&gh_org, "payments")]);
+    let c = for_container(&out, &p.address);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(target(c[0]), "payments");
+    assert_eq!(
+        c[0].evidence,
+        [Evidence::SameFirstCommit {
+            sha: ROOT.into(),
+            mapped_space: mapped.address.to_string(),
+        }]
+    );
+    assert_eq!(
+        c[0].evidence[0].words("Payments"),
+        format!(
+            "same first commit a94a8fe as {}, which is mapped to place Payments",
+            mapped.address
+        )
+    );
+    // Between a similar name and a shared remote or an equal name.
+    assert_eq!(c[0].confidence, 60);
+    assert!(!c[0].evidence[0].is_weak());
+    assert!(!c[0].conflict);
+
+    // Another root commit, or the same one only on an unmapped repo: nothing.
+    let other_root = repo(
+        SpaceKind::BitbucketRepo,
+        "acme",
+        "r1",
+        "books-fork",
+        &p.address,
+        &[(AliasKind::FirstCommit, &"b".repeat(40))],
+    );
+    let out = run(
+        &places,
+        &[spaces[0].clone(), mapped.clone(), p.clone(), other_root],
+        &[(&gh_org, "payments")],
+    );
+    let c = for_container(&out, &p.address);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].target, Target::Create("Contractor work".into()));
+    let out = run(&places, &spaces, &[]);
+    assert!(
+        for_container(&out, &p.address)
+            .iter()
+            .all(|c| matches!(c.target, Target::Create(_)))
+    );
+
+    // A shared remote names the very repo and ranks above the root commit.
+    let mirror = repo(
+        SpaceKind::BitbucketRepo,
+        "acme",
+        "r1",
+        "ledger",
+        &p.address,
+        &[
+            (AliasKind::FirstCommit, ROOT),
+            (AliasKind::GitRemote, "github.com/acme/ledger"),
+        ],
+    );
+    let mut mapped_with_remote = mapped.clone();
+    mapped_with_remote
+        .fingerprints
+        .push((AliasKind::GitRemote, "github.com/acme/ledger".into()));
+    let out = run(
+        &places,
+        &[spaces[0].clone(), mapped_with_remote, p.clone(), mirror],
+        &[(&gh_org, "payments")],
+    );
+    let c = for_container(&out, &p.address);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(
+        matches!(&c[0].evidence[0], Evidence::SameFingerprint { what, .. } if what == "git remote")
+    );
+    assert!(matches!(
+        &c[0].evidence[1],
+        Evidence::SameFirstCommit { .. }
+    ));
+    assert_eq!(c[0].confidence, 92);
+}

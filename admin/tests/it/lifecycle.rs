@@ -1,5 +1,6 @@
 //! The proposal lifecycle against a real store.
 
+use cmcp_domain::{Alias, AliasKind, SpaceRecord};
 use cmcp_registry::Decision;
 use cmcp_registry::testing::TestDb;
 
@@ -279,4 +280,74 @@ pub async fn changed_evidence_supersedes_an_open_proposal(db: &TestDb) {
     let now = proposals(s, "proposed").await;
     assert_eq!(now.len(), 1);
     assert!(now[0].confidence > first[0].confidence);
+}
+
+/// The first-commit rung works on what the store holds, not only on the
+/// ladder's in-memory input: a fork in an unmapped project shares its root
+/// commit with a repo of a mapped project.
+pub async fn same_first_commit_rung_fires_on_stored_aliases(db: &TestDb) {
+    let s = &db.store;
+    connection(s, "bb").await;
+    let root = "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3";
+    let with_root = |mut r: SpaceRecord| {
+        r.aliases.extend(Alias::new(AliasKind::FirstCommit, root));
+        r
+    };
+    let pay = project(1, "PAY", "Payments");
+    let zeta = project(2, "ZZZ", "Zeta Contractors");
+    put(
+        s,
+        &[
+            pay.clone(),
+            with_root(repo(
+                1,
+                &pay,
+                "pay-api",
+                "git@bitbucket.org:acme/pay-api.git",
+            )),
+            zeta.clone(),
+            with_root(repo(
+                2,
+                &zeta,
+                "pay-api-fork",
+                "git@bitbucket.org:zeta/pay-api-fork.git",
+            )),
+        ],
+    )
+    .await;
+    s.put_places(&[place("pay", "Payments", Some("PAY"))], "t")
+        .await
+        .unwrap();
+    refresh(s).await;
+    let pay_proposal = proposals(s, "proposed")
+        .await
+        .into_iter()
+        .find(|p| p.container == pay.address)
+        .unwrap();
+    s.decide_proposals(
+        &[pay_proposal.id],
+        Decision::Approve,
+        "admin",
+        Some("key match"),
+    )
+    .await
+    .unwrap();
+    refresh(s).await;
+    let zeta_proposals: Vec<_> = proposals(s, "proposed")
+        .await
+        .into_iter()
+        .filter(|p| p.container == zeta.address)
+        .collect();
+    let by_root = zeta_proposals
+        .iter()
+        .find(|p| p.place_id.as_deref() == Some("pay"))
+        .unwrap_or_else(|| panic!("no proposal of Zeta → Payments: {zeta_proposals:#?}"));
+    assert!(
+        by_root
+            .evidence_text
+            .iter()
+            .any(|t| t.contains("same first commit a94a8fe")),
+        "{:?}",
+        by_root.evidence_text
+    );
 }

@@ -37,6 +37,7 @@ both_backends!(lifecycle_on => lifecycle:
     rerun_with_same_evidence_proposes_nothing_new,
     rejected_stays_rejected_until_evidence_changes,
     conflict_is_reported_not_resolved,
+    same_first_commit_rung_fires_on_stored_aliases,
     approval_writes_mapping_and_undo_removes_it,
     retired_place_key_still_matches_and_says_so,
     places_missing_from_import_are_retired_not_deleted,
@@ -62,6 +63,7 @@ both_backends!(screen_on => screen:
     forged_posts_are_refused,
     upstream_names_render_as_text,
     five_thousand_pending_are_paged_and_groups_decide,
+    connections_show_their_rate_budget,
 );
 
 both_backends!(browser_on => browser:

@@ -253,3 +253,74 @@ pub async fn five_thousand_pending_are_paged_and_groups_decide(db: &TestDb) {
     let decided = srv.page(&cookie, "?view=decided").await;
     assert!(decided.contains("100 approved, 0 rejected"));
 }
+
+pub async fn connections_show_their_rate_budget(db: &TestDb) {
+    use cmcp_registry::{BudgetGrant, BudgetSettlement, BudgetTiming};
+
+    connection(&db.store, "bb").await;
+    connection(&db.store, "bb-unused").await;
+    // One request through the store's own protocol: reserve, then settle
+    // with what the answer's headers said.
+    let key = "bitbucket:fp-test:core";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let reset = 1_900_000_000_000; // 2030-03-17 17:46:40 UTC
+    db.store.note_budget_user("bb", key).await.unwrap();
+    assert_eq!(
+        db.store
+            .reserve_budget(key, 1, now, BudgetTiming::default())
+            .await
+            .unwrap(),
+        BudgetGrant::Go
+    );
+    db.store
+        .settle_budget(
+            key,
+            BudgetSettlement {
+                remaining: Some(4211),
+                reset_at: Some(reset),
+                limit: Some(5000),
+                paused_until: None,
+            },
+            now,
+        )
+        .await
+        .unwrap();
+
+    let srv = serve(db).await;
+    let k = admin_key(db, &["mappings", "connections"]).await;
+    let html = srv.page(&srv.sign_in(&k).await, "").await;
+    assert!(
+        html.contains("4211/5000 left, resets at 2030-03-17 17:46:40 UTC"),
+        "{html}"
+    );
+    assert!(html.contains("not known yet (no request sent)"), "{html}");
+    assert!(!html.contains("not reported"));
+
+    let list: serde_json::Value = srv
+        .http
+        .get(format!("{}/v1/connections", srv.base))
+        .bearer_auth(&k)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let item = |id: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["connection"]["id"] == id)
+            .unwrap_or_else(|| panic!("{id} in {list}"))
+            .clone()
+    };
+    let b = &item("bb")["rate_budget"];
+    assert_eq!(b["remaining"], 4211, "{list}");
+    assert_eq!(b["request_limit"], 5000);
+    assert_eq!(b["reset_at"], reset);
+    assert!(item("bb-unused")["rate_budget"].is_null(), "{list}");
+}

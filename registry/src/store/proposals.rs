@@ -421,7 +421,7 @@ impl Store {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT a.space_address, a.kind, a.value FROM aliases a JOIN spaces s ON s.address = a.space_address \
-                 WHERE a.valid_to IS NULL AND s.status <> 'tombstoned' AND s.owner = 'company' AND a.kind IN ('key', 'git-remote', 'host-id') \
+                 WHERE a.valid_to IS NULL AND s.status <> 'tombstoned' AND s.owner = 'company' AND a.kind IN ('key', 'git-remote', 'host-id', 'first-commit') \
                  ORDER BY a.space_address",
             )
             .fetch_all(pool)
