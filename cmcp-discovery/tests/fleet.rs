@@ -198,3 +198,128 @@ async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
             .contains("abandoned")
     );
 }
+
+/// Two worker processes, one PostgreSQL, two connections holding the same
+/// token: the credential's budget lives in the store, so together they never
+/// send a request the upstream's budget does not allow, and both finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    init_tls();
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let key = hex::encode([9u8; 32]);
+    let cipher = Cipher::from_key_text(&key).unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 300,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        rate_limit: Some(cmcp_fixtures::RateLimitConfig {
+            limit: 12,
+            window: Duration::from_secs(1),
+        }),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    // The second connection is a person's: it reads the same org with the
+    // same token but writes none of the company's spaces.
+    for (id, owner) in [
+        ("github-acme", Owner::Company),
+        ("github-alice", Owner::Person("alice".into())),
+    ] {
+        db.store
+            .create_connection(
+                &cipher,
+                cmcp_registry::NewConnection {
+                    id: id.to_owned(),
+                    spec: cmcp_domain::ConnectionSpec {
+                        platform: cmcp_domain::Platform::Github,
+                        scope: "acme".into(),
+                        base_url: sim.base_url(),
+                    },
+                    owner,
+                    token: cmcp_domain::Token::new(cmcp_tests::TOKEN),
+                    settings: serde_json::json!({}),
+                },
+                "test",
+            )
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // One sync at a time per process, so each process takes one connection.
+    let config = FLEET_CONFIG.replace("[queue]", "[queue]\nconcurrency = 1");
+    std::fs::write(dir.path().join("fleet.toml"), config).unwrap();
+    let queue = Queue::new(&db.store, &QueueConfig::default());
+    // The first process takes the company's sync; once it is under way the
+    // second process starts and takes the person's, so both spend the one
+    // budget at the same time.
+    let _a = start_worker(dir.path(), &db.url, &key, "budget-a");
+    queue
+        .push(SyncConnection::new("github-acme", "test"), None, None)
+        .await
+        .unwrap();
+    wait_until(
+        "the first sync to start",
+        Duration::from_secs(30),
+        || async {
+            !db.store
+                .list_runs(Some("github-acme"), 10)
+                .await
+                .unwrap()
+                .is_empty()
+        },
+    )
+    .await;
+    let _b = start_worker(dir.path(), &db.url, &key, "budget-b");
+    queue
+        .push(SyncConnection::new("github-alice", "test"), None, None)
+        .await
+        .unwrap();
+    wait_until(
+        "both connections to finish a complete run",
+        Duration::from_secs(120),
+        || async {
+            let mut done = 0;
+            for id in ["github-acme", "github-alice"] {
+                if db
+                    .store
+                    .list_runs(Some(id), 10)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.outcome == RunOutcome::Complete)
+                {
+                    done += 1;
+                }
+            }
+            done == 2
+        },
+    )
+    .await;
+    let stats = sim.stats();
+    assert_eq!(
+        stats.over_budget, 0,
+        "no request beyond the budget: {stats:?}"
+    );
+    assert!(
+        stats.requests > 24,
+        "the two syncs needed more than two budget windows: {stats:?}"
+    );
+    let workers: std::collections::BTreeSet<String> = db
+        .store
+        .list_runs(None, 20)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.outcome == RunOutcome::Complete)
+        .filter_map(|r| r.worker)
+        .collect();
+    assert_eq!(
+        workers.len(),
+        2,
+        "each process ran one of the syncs: {workers:?}"
+    );
+    assert_registry_matches(&db.store, &sim).await;
+}
