@@ -36,6 +36,12 @@ pub struct Config {
     pub public_url: String,
     /// Webhook gateway settings (body cap).
     pub gateway: cmcp_webhook_gateway::GatewayConfig,
+    /// How often `serve` and `worker` check Drive push channels: open the
+    /// missing ones, renew those close to expiry, and catch up after a
+    /// lapse. Drive channels last at most a week and are never renewed by
+    /// Google, so this must run well within that.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub drive_channels_every: std::time::Duration,
 }
 
 impl Default for Config {
@@ -51,6 +57,7 @@ impl Default for Config {
             sync: SyncConfig::default(),
             public_url: "http://127.0.0.1:8080".to_owned(),
             gateway: cmcp_webhook_gateway::GatewayConfig::default(),
+            drive_channels_every: std::time::Duration::from_secs(600),
         }
     }
 }

@@ -130,8 +130,9 @@ pub struct ConnectorDeps {
     pub page_cache: Option<std::sync::Arc<dyn common::page_cache::PageCache>>,
 }
 
-/// [`build_with_settings`] with [`ConnectorDeps`]. GitHub uses both;
-/// platforms that have not adopted them yet are built without.
+/// [`build_with_settings`] with [`ConnectorDeps`]. GitHub uses both,
+/// Bitbucket the budget; platforms that have not adopted them yet are
+/// built without.
 pub fn build_with(
     spec: &ConnectionSpec,
     settings: &serde_json::Value,
@@ -147,6 +148,13 @@ pub fn build_with(
             }
             if let Some(cache) = deps.page_cache {
                 c = c.with_page_cache(cache);
+            }
+            Ok(Box::new(c))
+        }
+        Platform::Bitbucket => {
+            let mut c = BitbucketConnector::new(&spec.base_url, &spec.scope, token, cfg.clone())?;
+            if let Some((budget, credential)) = deps.budget {
+                c = c.with_budget(budget, &credential);
             }
             Ok(Box::new(c))
         }

@@ -19,3 +19,4 @@ pub use store::{
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded};
+pub use store::{DriveChannelRow, NewDriveChannel};

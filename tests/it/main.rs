@@ -1,10 +1,13 @@
 //! End-to-end behaviours of issue-sized slices, each run against SQLite and
 //! PostgreSQL by `both_backends!`.
 
+mod bitbucket_budget;
 mod catalogues;
 mod cheap_resync;
 mod drive;
+mod drive_channels;
 mod shared_budget;
+mod signed_hooks;
 mod sync;
 mod webhooks;
 

@@ -37,7 +37,10 @@ use tracing::{info, warn};
 use crate::EdgeState;
 use crate::event::{DeliveryId, HookEvent};
 use crate::metrics::{self as m, Outcome};
-use crate::verify::{Unverified, Verified, VerifyError, WebhookSecret};
+use crate::verify::{
+    DriveChannel, GOOG_CHANNEL_ID_HEADER, Unverified, Verified, VerifyError, WebhookSecret,
+    verify_drive_channel,
+};
 
 /// The gateway's settings (`[gateway]` in the config file).
 #[derive(Debug, Clone, Deserialize)]
@@ -188,13 +191,14 @@ pub(crate) async fn receive(
         warn!(%platform, connection_id = %connection, delivery = %claimed, limit = hooks.config.max_body_bytes, "delivery body too large (or unreadable)");
         return answer(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
     };
-    let verified = match platform {
-        // Drive channels are not opened by this build yet: no delivery can
-        // match a live channel.
-        Platform::Drive => {
-            m::delivery(Some(platform), Outcome::UnknownConnection);
-            return answer(StatusCode::NOT_FOUND, "no live channel");
-        }
+    let (verified, verification) = match platform {
+        // No signature: the notification must name a live channel of this
+        // connection and carry its token and resource id.
+        Platform::Drive => match verify_drive(&state, hooks, &connection, &claimed, &headers).await
+        {
+            Ok(v) => (v, "drive-channel"),
+            Err(resp) => return resp,
+        },
         _ => {
             let secrets = match state
                 .store
@@ -205,12 +209,55 @@ pub(crate) async fn receive(
                 Err(e) => return unavailable(platform, &connection, &e),
             };
             match Unverified::new(platform, bytes, headers).verify(&secrets) {
-                Ok(v) => v,
+                Ok(v) => (v, "hmac-sha256"),
                 Err(e) => return refused(platform, &connection, &claimed, &e),
             }
         }
     };
-    store(&state, &connection, &verified, "hmac-sha256").await
+    store(&state, &connection, &verified, verification).await
+}
+
+/// A Drive notification: look its channel up among the connection's live
+/// channels (404 when there is none: unknown, stopped or expired), open the
+/// sealed token and compare channel id, token and resource id (401 on a
+/// mismatch). The token is never logged.
+async fn verify_drive(
+    state: &EdgeState,
+    hooks: &Hooks,
+    connection: &str,
+    claimed: &str,
+    headers: &HeaderMap,
+) -> Result<Verified, Response> {
+    let platform = Platform::Drive;
+    let Some(channel_id) = headers
+        .get(GOOG_CHANNEL_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        let e = VerifyError::MissingChannelHeader {
+            header: GOOG_CHANNEL_ID_HEADER,
+        };
+        return Err(refused(platform, connection, claimed, &e));
+    };
+    let live = match state
+        .store
+        .live_drive_channel(&hooks.cipher, connection, channel_id)
+        .await
+    {
+        Ok(live) => live,
+        Err(e) => return Err(unavailable(platform, connection, &e)),
+    };
+    let Some((row, token)) = live else {
+        m::delivery(Some(platform), Outcome::UnknownConnection);
+        let shown: String = channel_id.chars().take(80).collect();
+        warn!(%platform, connection_id = %connection, delivery = %claimed, channel = %shown, "drive notification for no live channel");
+        return Err(answer(StatusCode::NOT_FOUND, "no live channel"));
+    };
+    let expected = DriveChannel {
+        channel_id: row.channel_id,
+        token: WebhookSecret::from_token(&token),
+        resource_id: row.resource_id,
+    };
+    verify_drive_channel(headers, &expected).map_err(|e| refused(platform, connection, claimed, &e))
 }
 
 fn refused(platform: Platform, connection: &str, claimed: &str, e: &VerifyError) -> Response {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 use cmcp_connectors::ConnectorDeps;
+use cmcp_connectors::bitbucket::budget::budget_key as bitbucket_budget_key;
 use cmcp_connectors::common::budget::{Admission, BudgetUnavailable, Observation, SharedBudget};
 use cmcp_connectors::common::page_cache::{CachedPage, PageCache};
 use cmcp_domain::Token;
@@ -173,13 +174,18 @@ pub async fn connector_deps(
     token: &Token,
 ) -> ConnectorDeps {
     let credential = credential_fingerprint(base_url, token);
-    // Only GitHub spends the shared budget so far, under
-    // `<platform>:<credential>:core`; the other connectors ignore it.
-    if platform == cmcp_domain::Platform::Github {
-        let key = format!("{platform}:{credential}:core");
-        if let Err(e) = store.note_budget_user(connection_id, &key).await {
-            warn!(connection_id, error = %e, "could not record the connection's budget");
-        }
+    // GitHub spends the shared budget under `<platform>:<credential>:core`,
+    // Bitbucket under `bitbucket:<credential>:repository`; the other
+    // connectors ignore it.
+    let key = match platform {
+        cmcp_domain::Platform::Github => Some(format!("{platform}:{credential}:core")),
+        cmcp_domain::Platform::Bitbucket => Some(bitbucket_budget_key(&credential)),
+        _ => None,
+    };
+    if let Some(key) = key
+        && let Err(e) = store.note_budget_user(connection_id, &key).await
+    {
+        warn!(connection_id, error = %e, "could not record the connection's budget");
     }
     ConnectorDeps {
         budget: Some((Arc::new(StoreBudget::new(store.clone())), credential)),

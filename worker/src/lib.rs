@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod drive;
+pub mod drive_channels;
 pub mod enqueue;
 pub mod error;
 pub mod jobs;

@@ -5,13 +5,17 @@
 //! connection that works today and fails in a brownout is worse than one
 //! that is refused with the way out spelled out.
 
+use std::sync::Arc;
+
 use cmcp_domain::{Platform, Token};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use url::Url;
 
-use crate::common::atlassian::{self, AtlassianPolicy, Credential};
+use super::budget::BitbucketPolicy;
+use crate::common::atlassian::{self, Credential};
 use crate::common::config::HttpConfig;
 use crate::common::http::HttpClient;
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 
 const PLATFORM: Platform = Platform::Bitbucket;
@@ -48,7 +52,7 @@ pub fn credential(token: &Token) -> Result<Credential> {
 /// The Bitbucket Cloud API (`https://api.bitbucket.org`) with one credential.
 #[derive(Debug)]
 pub struct BitbucketClient {
-    http: HttpClient<AtlassianPolicy>,
+    http: HttpClient<BitbucketPolicy>,
     /// Always ends with `/`.
     base: Url,
 }
@@ -59,13 +63,20 @@ impl BitbucketClient {
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, credential(token)?.header(PLATFORM)?);
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let policy = BitbucketPolicy::new(&cfg)?;
         Ok(BitbucketClient {
-            http: HttpClient::new(AtlassianPolicy(PLATFORM), cfg, headers)?,
+            http: HttpClient::new(policy, cfg, headers)?,
             base,
         })
     }
 
-    pub fn http(&self) -> &HttpClient<AtlassianPolicy> {
+    /// Spends the fleet's budget under `key` instead of the in-process one.
+    pub fn with_shared_budget(mut self, budget: Arc<dyn SharedBudget>, key: String) -> Self {
+        self.http = self.http.with_shared_budget(budget, key);
+        self
+    }
+
+    pub fn http(&self) -> &HttpClient<BitbucketPolicy> {
         &self.http
     }
 

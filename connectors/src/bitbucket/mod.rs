@@ -11,12 +11,13 @@
 //! Credentials are `bearer:<access token>` or `basic:<email>:<API token>`
 //! (see [`client::credential`]); app passwords are refused.
 
+pub mod budget;
 pub mod client;
 pub mod mapping;
 pub mod model;
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use reqwest::header::HeaderMap;
@@ -27,6 +28,7 @@ use url::Url;
 use self::client::BitbucketClient;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted};
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 use crate::{Connector, ListingReport, ReadOutcome};
 
@@ -85,6 +87,17 @@ impl BitbucketConnector {
             workspace: workspace.to_owned(),
             tenant: Mutex::new(None),
         })
+    }
+
+    /// Spends the fleet's shared budget of the credential identified by
+    /// `credential` (a fingerprint, never the token), under
+    /// [`budget::budget_key`]: every worker sending with the credential
+    /// then keeps, together, to Bitbucket's allowance.
+    pub fn with_budget(mut self, budget: Arc<dyn SharedBudget>, credential: &str) -> Self {
+        self.client = self
+            .client
+            .with_shared_budget(budget, budget::budget_key(credential));
+        self
     }
 
     pub fn workspace(&self) -> &str {

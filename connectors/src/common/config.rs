@@ -49,6 +49,18 @@ pub struct HttpConfig {
     /// documents a secondary limit of 100 concurrent requests and asks for
     /// restraint; 4 keeps listings fast while staying far below it.
     pub max_concurrency: usize,
+    /// Bitbucket Cloud's allowance per credential when the platform reports
+    /// none (user API tokens get no rate-limit headers, only a 429): 1,000
+    /// repository-data requests per rolling hour ("API request limits",
+    /// https://support.atlassian.com/bitbucket-cloud/docs/api-request-limits/;
+    /// scaled workspaces get up to 10,000, and access tokens report theirs
+    /// in `X-RateLimit-Limit`, which then wins). Raise it for a scaled
+    /// workspace used with a user token.
+    pub bitbucket_hourly_limit: u32,
+    /// The rolling window `bitbucket_hourly_limit` applies to (one hour on
+    /// Bitbucket Cloud; shorter only against a simulator).
+    #[serde(with = "duration_text")]
+    pub bitbucket_limit_window: Duration,
 }
 
 impl Default for HttpConfig {
@@ -64,6 +76,8 @@ impl Default for HttpConfig {
             per_page: 100,
             user_agent: format!("cmcp-discovery/{}", env!("CARGO_PKG_VERSION")),
             max_concurrency: 4,
+            bitbucket_hourly_limit: 1000,
+            bitbucket_limit_window: Duration::from_secs(3600),
         }
     }
 }
@@ -91,6 +105,12 @@ impl HttpConfig {
         }
         if self.max_concurrency == 0 {
             return bad("http.max_concurrency must be at least 1".into());
+        }
+        if self.bitbucket_hourly_limit == 0 || self.bitbucket_limit_window.is_zero() {
+            return bad(
+                "http.bitbucket_hourly_limit and http.bitbucket_limit_window must be more than zero"
+                    .into(),
+            );
         }
         if self.user_agent.trim().is_empty() {
             return bad(
@@ -184,6 +204,8 @@ mod tests {
         assert_eq!(c.budget_reserve, 1);
         assert_eq!(c.per_page, 100);
         assert_eq!(c.max_concurrency, 4);
+        assert_eq!(c.bitbucket_hourly_limit, 1000);
+        assert_eq!(c.bitbucket_limit_window, Duration::from_secs(3600));
         assert!(c.user_agent.starts_with("cmcp-discovery/"));
         c.validate().unwrap();
     }
@@ -235,6 +257,14 @@ mod tests {
             },
             HttpConfig {
                 max_concurrency: 0,
+                ..HttpConfig::default()
+            },
+            HttpConfig {
+                bitbucket_hourly_limit: 0,
+                ..HttpConfig::default()
+            },
+            HttpConfig {
+                bitbucket_limit_window: Duration::ZERO,
                 ..HttpConfig::default()
             },
             HttpConfig {

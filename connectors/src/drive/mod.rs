@@ -27,6 +27,7 @@ mod changes;
 pub mod client;
 pub mod mapping;
 pub mod model;
+mod watch;
 
 use std::collections::HashSet;
 
@@ -42,6 +43,7 @@ use url::Url;
 use self::auth::{ServiceAccount, TokenSource};
 use self::client::DriveClient;
 use self::model::{Drive, DriveList, File, FileList};
+pub use self::watch::WatchedChannel;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted, HttpFigures};
 use crate::error::{ConnectorError, Result};

@@ -21,6 +21,7 @@ mod audit;
 mod budget;
 mod connections;
 mod drive;
+mod drive_channels;
 mod http_cache;
 mod keys;
 mod places;
@@ -33,6 +34,7 @@ pub use audit::{AuditEntry, NewAuditEntry};
 pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
 pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
 pub use drive::DrivePageToken;
+pub use drive_channels::{DriveChannelRow, NewDriveChannel};
 pub use http_cache::CachedPageRow;
 pub use keys::{ApiKeyRow, NewApiKey, POWERS, ROLES, SessionRow};
 pub use places::{

@@ -235,6 +235,25 @@ impl Store {
         owner: &Owner,
         records: &[SpaceRecord],
     ) -> Result<PageStats> {
+        // Two connections reading the same catalogue (or a webhook refresh
+        // racing a sync) can both see a space as new and both insert it; the
+        // loser's transaction rolls back whole. Reading the page again then
+        // finds the winner's rows and applies the difference.
+        let mut attempt = 0;
+        loop {
+            match self.apply_page_once(connection_id, owner, records).await {
+                Err(RegistryError::AlreadyExists { .. }) if attempt < 3 => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn apply_page_once(
+        &self,
+        connection_id: &str,
+        owner: &Owner,
+        records: &[SpaceRecord],
+    ) -> Result<PageStats> {
         // Last reading wins when a page repeats a space.
         let mut by_address: BTreeMap<SpaceAddress, SpaceRecord> = BTreeMap::new();
         for r in records {

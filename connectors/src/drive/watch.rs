@@ -1,0 +1,165 @@
+//! Push channels: `changes.watch` opens one, `channels.stop` ends one.
+//!
+//! Drive notifications carry no signature; the channel id and token the
+//! caller chooses here, and the resource id Drive answers with, are what
+//! authenticates them later, so the caller stores all three (the token
+//! sealed). Both calls accept read-only scopes. They are POSTs, which the
+//! shared GET executor does not send, and they are rare (one per drive per
+//! renewal), so each is one attempt with the session's access token; a
+//! failure is returned classified like any Drive answer and the caller tries
+//! again at its next pass. The channel token never appears in an error or a
+//! log.
+
+use cmcp_domain::Token;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{DriveConnector, PLATFORM};
+use crate::common::http::error_chain;
+use crate::common::policy::Failure;
+use crate::error::{ConnectorError, Result};
+
+/// A channel Drive accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedChannel {
+    pub id: String,
+    /// Drive's id for the watched resource; needed to stop the channel and
+    /// to authenticate its notifications.
+    pub resource_id: String,
+    pub resource_uri: Option<String>,
+    /// When Drive stops sending, epoch ms (Drive may shorten what was
+    /// asked: `changes.watch` channels live at most a week).
+    pub expiration: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChannelAnswer {
+    id: String,
+    resource_id: String,
+    #[serde(default)]
+    resource_uri: Option<String>,
+    /// `int64` in Google's JSON: a string (a number is accepted too).
+    #[serde(default)]
+    expiration: Option<Value>,
+}
+
+impl DriveConnector {
+    /// `changes.watch` from `page_token` on one shared drive (or the
+    /// user's corpus when `drive_id` is `None`), delivering to `address`.
+    pub async fn watch_changes(
+        &self,
+        drive_id: Option<&str>,
+        page_token: &str,
+        address: &str,
+        channel_id: &str,
+        token: &Token,
+        expiration_ms: i64,
+    ) -> Result<WatchedChannel> {
+        let mut url = self.drive_v3(&["changes", "watch"]);
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("pageToken", page_token);
+            if let Some(d) = drive_id {
+                q.append_pair("driveId", d)
+                    .append_pair("supportsAllDrives", "true")
+                    .append_pair("includeItemsFromAllDrives", "true");
+            }
+        }
+        let body = json!({
+            "id": channel_id,
+            "type": "web_hook",
+            "address": address,
+            "token": token.expose(),
+            "expiration": expiration_ms.to_string(),
+        });
+        let bytes = self.post(&url, &body).await?;
+        let answer: ChannelAnswer =
+            serde_json::from_slice(&bytes).map_err(|e| ConnectorError::Decode {
+                platform: PLATFORM,
+                detail: format!("changes.watch answer: {e}"),
+            })?;
+        let expiration = answer
+            .expiration
+            .as_ref()
+            .and_then(|v| match v {
+                Value::String(s) => s.parse().ok(),
+                Value::Number(n) => n.as_i64(),
+                _ => None,
+            })
+            .ok_or_else(|| ConnectorError::Decode {
+                platform: PLATFORM,
+                detail: "changes.watch answer has no expiration".into(),
+            })?;
+        if answer.id != channel_id {
+            return Err(ConnectorError::Decode {
+                platform: PLATFORM,
+                detail: "changes.watch answered for another channel id".into(),
+            });
+        }
+        Ok(WatchedChannel {
+            id: answer.id,
+            resource_id: answer.resource_id,
+            resource_uri: answer.resource_uri,
+            expiration,
+        })
+    }
+
+    /// `channels.stop`: Drive stops sending to the channel.
+    pub async fn stop_channel(&self, channel_id: &str, resource_id: &str) -> Result<()> {
+        let url = self.drive_v3(&["channels", "stop"]);
+        self.post(&url, &json!({"id": channel_id, "resourceId": resource_id}))
+            .await?;
+        Ok(())
+    }
+
+    /// One authenticated JSON POST; the answer's body on 2xx.
+    async fn post(&self, url: &url::Url, body: &Value) -> Result<Vec<u8>> {
+        let access = self.client.access_token().await?;
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", access.expose().trim()))
+            .map_err(|_| ConnectorError::Unauthorized {
+                platform: PLATFORM,
+                detail: "the token endpoint returned an access token unfit for a header".into(),
+            })?;
+        bearer.set_sensitive(true);
+        let cfg = self.client.config();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .user_agent(cfg.user_agent.clone())
+            .timeout(cfg.timeout)
+            .build()
+            .map_err(|e| ConnectorError::InvalidConfig {
+                detail: format!("cannot build the HTTP client: {}", error_chain(&e)),
+            })?;
+        let resp = http
+            .post(url.clone())
+            .header(AUTHORIZATION, bearer)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default())
+            .send()
+            .await
+            .map_err(|e| ConnectorError::Transport {
+                platform: PLATFORM,
+                detail: format!("{}: {}", url.path(), error_chain(&e)),
+            })?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.map_err(|e| ConnectorError::Transport {
+            platform: PLATFORM,
+            detail: format!("{}: {}", url.path(), error_chain(&e)),
+        })?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        Err(match super::client::classify(status, &headers, &bytes) {
+            Failure::Fatal(e) | Failure::Transient(e) | Failure::RetryAfter { error: e, .. } => e,
+            other => ConnectorError::Http {
+                platform: PLATFORM,
+                status: status.as_u16(),
+                detail: format!("{}: {other:?}", url.path()),
+            },
+        })
+    }
+}

@@ -1,0 +1,354 @@
+//! Signed Bitbucket Cloud and Jira Cloud deliveries end to end over real
+//! sockets: the simulators sign each change (HMAC computed in the fixtures,
+//! not with the gateway's code) and send it to a gateway served on
+//! `127.0.0.1:0`; a worker turns it into a targeted re-read. Each behaviour
+//! on SQLite and PostgreSQL.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmcp_domain::{AliasKind, ConnectionSpec, Platform, SpaceAddress, SpaceKind, Token};
+use cmcp_fixtures::bitbucket::HookTarget;
+use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, JiraSim, JiraSimConfig};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{DeliveryStatus, Store};
+use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
+use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
+use cmcp_worker::{
+    Queue, QueueConfig, SyncContext, SyncResult, WorkerOptions, WorkerState, run_sync, run_workers,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+macro_rules! signed_hooks_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = cmcp_registry::testing::TestDb::sqlite().await;
+                    super::$name(db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
+                    super::$name(db).await;
+                }
+            )*
+        }
+    };
+}
+
+signed_hooks_both_backends!(
+    bitbucket_signed_deliveries_rename_and_rekey_without_a_full_sync,
+    jira_signed_deliveries_rename_and_rekey_without_a_full_sync,
+    deliveries_signed_with_another_secret_are_refused,
+);
+
+const BB: &str = "bitbucket-hooks";
+const JIRA: &str = "jira-hooks";
+const SECRET: &str = "atlassian_secret_token_42";
+const EMAIL: &str = "admin@acme.com";
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(EdgeState {
+        store: store.clone(),
+        metrics: None,
+        hooks: Some(Hooks {
+            cipher: cipher(),
+            config: GatewayConfig::default(),
+        }),
+    });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), task)
+}
+
+struct RunningWorker {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<cmcp_worker::Result<()>>,
+}
+
+fn start_worker(store: &Store, ctx: &SyncContext) -> RunningWorker {
+    let qcfg = QueueConfig {
+        poll_interval: Duration::from_millis(50),
+        ..QueueConfig::default()
+    };
+    let opts = WorkerOptions::unique("it-signed-hooks");
+    let mut ctx = ctx.clone();
+    ctx.holder = opts.name.clone();
+    let state = Arc::new(WorkerState {
+        ctx,
+        queue: Queue::new(store, &qcfg),
+        queue_config: qcfg,
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run_workers(state, opts, async move {
+        let _ = stopped.await;
+    }));
+    RunningWorker { stop, task }
+}
+
+impl RunningWorker {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+async fn synced(store: &Store, ctx: &SyncContext, id: &str) {
+    cmcp_worker::queue::setup(store).await.unwrap();
+    assert!(matches!(
+        run_sync(ctx, id, "test").await.unwrap(),
+        SyncResult::Finished {
+            outcome: cmcp_domain::RunOutcome::Complete,
+            ..
+        }
+    ));
+}
+
+async fn active(store: &Store, a: &SpaceAddress, kind: AliasKind) -> Vec<String> {
+    let mut v: Vec<String> = store
+        .alias_history(a)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|x| x.is_active() && x.kind == kind)
+        .map(|x| x.raw)
+        .collect();
+    v.sort();
+    v
+}
+
+async fn full_syncs(store: &Store, id: &str) -> usize {
+    store
+        .list_runs(Some(id), 100)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.triggered_by == "test")
+        .count()
+}
+
+async fn all_processed(store: &Store, id: &str, n: usize) {
+    eventually("every delivery is processed", || async {
+        let rows = store.list_deliveries(id).await.unwrap();
+        (rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Processed))
+            .then_some(())
+    })
+    .await;
+}
+
+async fn bitbucket(db: &TestDb) -> (BitbucketSim, SyncContext) {
+    init_tls();
+    let sim = BitbucketSim::start(BitbucketSimConfig {
+        repos: 8,
+        projects: 3,
+        token: Some(SECRET.into()),
+        email: Some(EMAIL.into()),
+        ..Default::default()
+    })
+    .await
+    .expect("sim");
+    let spec = ConnectionSpec {
+        platform: Platform::Bitbucket,
+        scope: sim.workspace(),
+        base_url: sim.base_url(),
+    };
+    add_spec_connection(
+        &db.store,
+        BB,
+        spec,
+        Token::new(format!("basic:{EMAIL}:{SECRET}")),
+    )
+    .await;
+    (sim, sync_context(&db.store, fast_http()))
+}
+
+async fn jira(db: &TestDb) -> (JiraSim, SyncContext) {
+    init_tls();
+    let sim = JiraSim::start(JiraSimConfig {
+        projects: 6,
+        token: Some(SECRET.into()),
+        email: Some(EMAIL.into()),
+        ..Default::default()
+    })
+    .await
+    .expect("sim");
+    let spec = ConnectionSpec {
+        platform: Platform::Jira,
+        scope: sim.site(),
+        base_url: sim.base_url(),
+    };
+    add_spec_connection(
+        &db.store,
+        JIRA,
+        spec,
+        Token::new(format!("basic:{EMAIL}:{SECRET}")),
+    )
+    .await;
+    (sim, sync_context(&db.store, fast_http()))
+}
+
+pub async fn bitbucket_signed_deliveries_rename_and_rekey_without_a_full_sync(db: TestDb) {
+    let (sim, ctx) = bitbucket(&db).await;
+    synced(&db.store, &ctx, BB).await;
+    let secret = db
+        .store
+        .current_webhook_secret(&cipher(), BB)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(&db.store).await;
+    let worker = start_worker(&db.store, &ctx);
+    sim.set_webhook(Some(HookTarget {
+        url: format!("{base}/hooks/bitbucket/{BB}"),
+        secret: secret.expose().to_owned(),
+    }));
+    let ws = sim.workspace_uuid();
+    let repo = sim.repos()[2].clone();
+    let project = sim.projects()[1].clone();
+    let repo_addr = SpaceAddress::new(SpaceKind::BitbucketRepo, &ws, &repo.uuid).unwrap();
+    let project_addr = SpaceAddress::new(SpaceKind::BitbucketProject, &ws, &project.uuid).unwrap();
+
+    sim.rename_repo(&repo.uuid, "billing-service");
+    sim.change_project_key(&project.uuid, "BILL");
+    eventually("the repo's new name is active", || async {
+        (active(&db.store, &repo_addr, AliasKind::Name).await == ["billing-service"]).then_some(())
+    })
+    .await;
+    eventually("the project's new key is active", || async {
+        active(&db.store, &project_addr, AliasKind::Key)
+            .await
+            .contains(&"BILL".to_owned())
+            .then_some(())
+    })
+    .await;
+    let old = db.store.resolve(&repo.ssh_url).await.unwrap();
+    assert!(
+        old.iter()
+            .any(|r| r.space.address == repo_addr && r.retired)
+    );
+
+    all_processed(&db.store, BB, 2).await;
+    let sent = sim.webhook_deliveries();
+    assert_eq!(
+        sent.iter().map(|s| s.event.as_str()).collect::<Vec<_>>(),
+        ["repo:updated", "project:updated"]
+    );
+    assert!(sent.iter().all(|s| s.status == Some(202)), "{sent:?}");
+    assert_eq!(full_syncs(&db.store, BB).await, 1, "no full sync ran");
+    worker.stop().await;
+    gateway.abort();
+}
+
+pub async fn jira_signed_deliveries_rename_and_rekey_without_a_full_sync(db: TestDb) {
+    let (sim, ctx) = jira(&db).await;
+    synced(&db.store, &ctx, JIRA).await;
+    let secret = db
+        .store
+        .current_webhook_secret(&cipher(), JIRA)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(&db.store).await;
+    let worker = start_worker(&db.store, &ctx);
+    sim.set_webhook(Some(HookTarget {
+        url: format!("{base}/hooks/jira/{JIRA}"),
+        secret: secret.expose().to_owned(),
+    }));
+    let p = sim.projects()[1].clone();
+    let a = SpaceAddress::new(SpaceKind::JiraProject, &sim.cloud_id(), &p.id).unwrap();
+
+    sim.change_project_key(&p.id, "PAY");
+    sim.rename_project(&p.id, "Payments");
+    eventually("the new name is active", || async {
+        (active(&db.store, &a, AliasKind::Name).await == ["Payments"]).then_some(())
+    })
+    .await;
+    eventually("the new key is active", || async {
+        active(&db.store, &a, AliasKind::Key)
+            .await
+            .contains(&"PAY".to_owned())
+            .then_some(())
+    })
+    .await;
+
+    all_processed(&db.store, JIRA, 2).await;
+    let sent = sim.webhook_deliveries();
+    assert_eq!(
+        sent.iter().map(|s| s.event.as_str()).collect::<Vec<_>>(),
+        ["project_updated", "project_updated"]
+    );
+    assert!(sent.iter().all(|s| s.status == Some(202)), "{sent:?}");
+    assert_eq!(full_syncs(&db.store, JIRA).await, 1, "no full sync ran");
+    worker.stop().await;
+    gateway.abort();
+}
+
+pub async fn deliveries_signed_with_another_secret_are_refused(db: TestDb) {
+    let (bb, bb_ctx) = bitbucket(&db).await;
+    let (jira, _) = jira(&db).await;
+    synced(&db.store, &bb_ctx, BB).await;
+    let (base, gateway) = serve_gateway(&db.store).await;
+    // The connections have secrets, but the simulators sign with another.
+    db.store
+        .current_webhook_secret(&cipher(), BB)
+        .await
+        .unwrap();
+    db.store
+        .current_webhook_secret(&cipher(), JIRA)
+        .await
+        .unwrap();
+    let wrong = || "not-the-connection-secret".to_owned();
+    bb.set_webhook(Some(HookTarget {
+        url: format!("{base}/hooks/bitbucket/{BB}"),
+        secret: wrong(),
+    }));
+    jira.set_webhook(Some(HookTarget {
+        url: format!("{base}/hooks/jira/{JIRA}"),
+        secret: wrong(),
+    }));
+    let repo = bb.repos()[0].clone();
+    bb.rename_repo(&repo.uuid, "forged-name");
+    let p = jira.projects()[0].clone();
+    jira.rename_project(&p.id, "Forged");
+    let bb_sent = eventually("the bitbucket delivery was answered", || async {
+        bb.webhook_deliveries().pop()
+    })
+    .await;
+    let jira_sent = eventually("the jira delivery was answered", || async {
+        jira.webhook_deliveries().pop()
+    })
+    .await;
+    assert_eq!(bb_sent.status, Some(401));
+    assert_eq!(jira_sent.status, Some(401));
+    assert!(db.store.list_deliveries(BB).await.unwrap().is_empty());
+    assert!(db.store.list_deliveries(JIRA).await.unwrap().is_empty());
+    gateway.abort();
+}
