@@ -18,28 +18,21 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             let token = read_token_file(&token_file)?;
             let id = id.unwrap_or_else(|| default_id("github", &org));
             let owner = person.map_or(Owner::Company, Owner::Person);
-            let actor = format!("cli:{}", whoami());
-            let row = app
-                .store
-                .create_connection(
-                    &app.cipher,
-                    NewConnection {
-                        id,
-                        spec: ConnectionSpec {
-                            platform: Platform::Github,
-                            scope: org,
-                            base_url,
-                        },
-                        owner,
-                        token,
-                        settings: serde_json::json!({}),
+            let row = create(
+                app,
+                NewConnection {
+                    id,
+                    spec: ConnectionSpec {
+                        platform: Platform::Github,
+                        scope: org,
+                        base_url,
                     },
-                    &actor,
-                )
-                .await?;
-            app.store
-                .ensure_webhook_secret(&app.cipher, &row.id)
-                .await?;
+                    owner,
+                    token,
+                    settings: serde_json::json!({}),
+                },
+            )
+            .await?;
             println!(
                 "added connection {} ({} {} via {})",
                 row.id, row.platform, row.scope, row.base_url
@@ -174,24 +167,17 @@ async fn add_drive(app: &App, a: DriveArgs) -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let id = a.id.unwrap_or_else(|| default_id("drive", &domain));
-    let actor = format!("cli:{}", whoami());
-    let row = app
-        .store
-        .create_connection(
-            &app.cipher,
-            NewConnection {
-                id,
-                spec,
-                owner: Owner::Company,
-                token,
-                settings: settings_json,
-            },
-            &actor,
-        )
-        .await?;
-    app.store
-        .ensure_webhook_secret(&app.cipher, &row.id)
-        .await?;
+    let row = create(
+        app,
+        NewConnection {
+            id,
+            spec,
+            owner: Owner::Company,
+            token,
+            settings: settings_json,
+        },
+    )
+    .await?;
     println!(
         "added connection {} (drive {} as {}, depth {})",
         row.id, row.scope, settings.subject, settings.depth
@@ -224,24 +210,17 @@ async fn add_atlassian(
     ) {
         bail!("{e}");
     }
-    let actor = format!("cli:{}", whoami());
-    let row = app
-        .store
-        .create_connection(
-            &app.cipher,
-            NewConnection {
-                id,
-                spec,
-                owner: Owner::Company,
-                token,
-                settings: serde_json::json!({}),
-            },
-            &actor,
-        )
-        .await?;
-    app.store
-        .ensure_webhook_secret(&app.cipher, &row.id)
-        .await?;
+    let row = create(
+        app,
+        NewConnection {
+            id,
+            spec,
+            owner: Owner::Company,
+            token,
+            settings: serde_json::json!({}),
+        },
+    )
+    .await?;
     println!(
         "added connection {} ({} {} via {})",
         row.id, row.platform, row.scope, row.base_url
@@ -251,6 +230,20 @@ async fn add_atlassian(
         row.id
     );
     Ok(())
+}
+
+/// Store a new connection (sealed token, audited) and give it its webhook
+/// secret, so `webhook-info` has something to print.
+async fn create(app: &App, new: NewConnection) -> Result<cmcp_registry::ConnectionRow> {
+    let actor = format!("cli:{}", whoami());
+    let row = app
+        .store
+        .create_connection(&app.cipher, new, &actor)
+        .await?;
+    app.store
+        .ensure_webhook_secret(&app.cipher, &row.id)
+        .await?;
+    Ok(row)
 }
 
 async fn list(app: &App, json: bool) -> Result<()> {
