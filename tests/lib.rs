@@ -3,6 +3,7 @@
 //! assertion that the registry equals the upstream exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cmcp_connectors::HttpConfig;
@@ -13,7 +14,12 @@ use cmcp_domain::{
 use cmcp_fixtures::{GithubSim, GithubSimConfig, RepoSnapshot};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Cipher, NewConnection, SpaceFilter, Store};
-use cmcp_worker::{SyncConfig, SyncContext};
+use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
+use cmcp_worker::{
+    Queue, QueueConfig, SyncConfig, SyncContext, WorkerOptions, WorkerState, run_workers,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 pub const TOKEN: &str = "ghp_e2eSecretTokenThatMustNeverLeak42";
 pub const CONNECTION: &str = "github-acme";
@@ -423,5 +429,59 @@ pub async fn assert_drive_registry_matches(h: &DriveHarness) {
     assert_eq!(got.len(), want.len(), "active Drive spaces vs upstream");
     for (address, row) in &want {
         assert_eq!(got.get(address), Some(row), "{address}");
+    }
+}
+
+/// The webhook gateway (webhook routes on, cipher of the tests) on a free
+/// loopback port; returns its base URL.
+pub async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(EdgeState {
+        store: store.clone(),
+        metrics: None,
+        hooks: Some(Hooks {
+            cipher: cipher(),
+            config: GatewayConfig::default(),
+        }),
+    });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), task)
+}
+
+/// A worker running in this process until `stop`.
+pub struct RunningWorker {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<cmcp_worker::Result<()>>,
+}
+
+/// Start a worker on the store's queues with `ctx` (its holder renamed to
+/// the worker's unique name), polling every 50 ms.
+pub fn start_worker(store: &Store, ctx: &SyncContext) -> RunningWorker {
+    let qcfg = QueueConfig {
+        poll_interval: Duration::from_millis(50),
+        ..QueueConfig::default()
+    };
+    let opts = WorkerOptions::unique("it");
+    let mut ctx = ctx.clone();
+    ctx.holder = opts.name.clone();
+    let state = Arc::new(WorkerState {
+        ctx,
+        queue: Queue::new(store, &qcfg),
+        queue_config: qcfg,
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run_workers(state, opts, async move {
+        let _ = stopped.await;
+    }));
+    RunningWorker { stop, task }
+}
+
+impl RunningWorker {
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
     }
 }

@@ -12,29 +12,6 @@ use cmcp_registry::{NewConnection, Store, StoreOptions};
 use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
 use cmcp_worker::{SyncContext, SyncResult, run_sync};
 
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
-
 both_backends!(two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance);
 
 const FIRST: &str = "bitbucket-acme";

@@ -17,29 +17,6 @@ const JIRA: &str = "jira-acme";
 const SECRET: &str = "atlassian_secret_token_42";
 const EMAIL: &str = "admin@acme.com";
 
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
-
 both_backends!(
     bitbucket_full_sync_gives_exact_spaces_aliases_and_containers,
     bitbucket_rename_and_key_change_keep_ids_and_old_aliases_resolve,

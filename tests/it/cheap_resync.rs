@@ -112,3 +112,5 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
     }
     assert_registry_matches(h.store(), &h.sim).await;
 }
+
+both_backends!(unchanged_10000_repo_org_resyncs_with_304s_and_no_writes);

@@ -8,30 +8,7 @@ use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, assert_drive_registry_matches};
 use cmcp_worker::drive::{IncrementalOutcome, IncrementalReport, run_full, run_incremental};
 use cmcp_worker::{SyncResult, run_sync};
 
-macro_rules! drive_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
-
-drive_both_backends!(
+both_backends!(
     full_drive_sync_gives_exactly_the_drives_folders_aliases_and_containers,
     folder_rename_keeps_the_id_and_the_old_path_resolves_as_retired,
     empty_pages_before_the_end_do_not_end_the_drive_listing,

@@ -7,7 +7,6 @@
 //! PostgreSQL.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cmcp_domain::AliasKind;
@@ -16,41 +15,16 @@ use cmcp_fixtures::drive::ChannelEvent;
 use cmcp_fixtures::drive::channels::{Notification, post_notification};
 use cmcp_registry::store::HANDLE_DELIVERY_QUEUE;
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{DeliveryStatus, DriveChannelRow, Store};
-use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, cipher};
-use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
+use cmcp_registry::{DeliveryStatus, DriveChannelRow};
+use cmcp_tests::{DRIVE_CONNECTION, DriveHarness};
+use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_worker::SyncResult;
 use cmcp_worker::drive::{IncrementalOutcome, run_full};
 use cmcp_worker::drive_channels::{
     ChannelPolicy, ensure_channels, ensure_channels_at, hook_address,
 };
-use cmcp_worker::{Queue, QueueConfig, SyncResult, WorkerOptions, WorkerState, run_workers};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-macro_rules! drive_channels_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
-
-drive_channels_both_backends!(
+both_backends!(
     notified_rename_changes_the_alias_without_a_full_sync,
     forged_notifications_are_refused_and_make_no_job,
     renewal_opens_the_new_channel_before_stopping_the_old,
@@ -110,56 +84,6 @@ async fn synced(db: TestDb) -> DriveHarness {
     h
 }
 
-/// The gateway on a free loopback port; returns its public base URL.
-async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(EdgeState {
-        store: store.clone(),
-        metrics: None,
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig::default(),
-        }),
-    });
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (format!("http://{addr}"), task)
-}
-
-struct RunningWorker {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<cmcp_worker::Result<()>>,
-}
-
-fn start_worker(h: &DriveHarness) -> RunningWorker {
-    let qcfg = QueueConfig {
-        poll_interval: Duration::from_millis(50),
-        ..QueueConfig::default()
-    };
-    let opts = WorkerOptions::unique("it-drive-channels");
-    let mut ctx = h.ctx.clone();
-    ctx.holder = opts.name.clone();
-    let state = Arc::new(WorkerState {
-        ctx,
-        queue: Queue::new(h.store(), &qcfg),
-        queue_config: qcfg,
-    });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(run_workers(state, opts, async move {
-        let _ = stopped.await;
-    }));
-    RunningWorker { stop, task }
-}
-
-impl RunningWorker {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
-    }
-}
-
 async fn active_name(h: &DriveHarness, folder: &str) -> Option<String> {
     h.store()
         .alias_history(&h.folder_address(folder))
@@ -194,7 +118,7 @@ fn top_folder(h: &DriveHarness) -> cmcp_fixtures::FolderSnapshot {
 pub async fn notified_rename_changes_the_alias_without_a_full_sync(db: TestDb) {
     let h = synced(db).await;
     let (base, gateway) = serve_gateway(h.store()).await;
-    let worker = start_worker(&h);
+    let worker = start_worker(h.store(), &h.ctx);
     let report = ensure_channels(&h.ctx, DRIVE_CONNECTION, &base)
         .await
         .unwrap();

@@ -92,3 +92,5 @@ pub async fn two_workers_sharing_a_token_never_exceed_the_budget(db: TestDb) {
     assert_eq!(budgets[0].1.budget_key, budgets[1].1.budget_key);
     assert!(!budgets[0].1.budget_key.contains(cmcp_tests::TOKEN));
 }
+
+both_backends!(two_workers_sharing_a_token_never_exceed_the_budget);

@@ -5,7 +5,6 @@
 //! on SQLite and PostgreSQL.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cmcp_domain::{AliasKind, ConnectionSpec, Platform, SpaceAddress, SpaceKind, Token};
@@ -14,37 +13,10 @@ use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, JiraSim, JiraSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
 use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
-use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
-use cmcp_worker::{
-    Queue, QueueConfig, SyncContext, SyncResult, WorkerOptions, WorkerState, run_sync, run_workers,
-};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_worker::{SyncContext, SyncResult, run_sync};
 
-macro_rules! signed_hooks_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
-
-signed_hooks_both_backends!(
+both_backends!(
     bitbucket_signed_deliveries_rename_and_rekey_without_a_full_sync,
     jira_signed_deliveries_rename_and_rekey_without_a_full_sync,
     deliveries_signed_with_another_secret_are_refused,
@@ -71,55 +43,6 @@ where
             "{what}: not within {LIMIT:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(EdgeState {
-        store: store.clone(),
-        metrics: None,
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig::default(),
-        }),
-    });
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (format!("http://{addr}"), task)
-}
-
-struct RunningWorker {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<cmcp_worker::Result<()>>,
-}
-
-fn start_worker(store: &Store, ctx: &SyncContext) -> RunningWorker {
-    let qcfg = QueueConfig {
-        poll_interval: Duration::from_millis(50),
-        ..QueueConfig::default()
-    };
-    let opts = WorkerOptions::unique("it-signed-hooks");
-    let mut ctx = ctx.clone();
-    ctx.holder = opts.name.clone();
-    let state = Arc::new(WorkerState {
-        ctx,
-        queue: Queue::new(store, &qcfg),
-        queue_config: qcfg,
-    });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(run_workers(state, opts, async move {
-        let _ = stopped.await;
-    }));
-    RunningWorker { stop, task }
-}
-
-impl RunningWorker {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
     }
 }
 

@@ -4,7 +4,6 @@
 //! on SQLite and PostgreSQL (`webhooks_both_backends!` in `main.rs`).
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cmcp_domain::{AliasKind, SpaceStatus};
@@ -12,12 +11,8 @@ use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
-use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
-use cmcp_worker::{
-    Queue, QueueConfig, SyncResult, WorkerOptions, WorkerState, run_sync, run_workers,
-};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_worker::{SyncResult, run_sync};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -59,57 +54,6 @@ async fn synced(db: TestDb) -> Harness {
     h
 }
 
-/// The gateway on a free loopback port; returns the hook URL of the
-/// connection.
-async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(EdgeState {
-        store: store.clone(),
-        metrics: None,
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig::default(),
-        }),
-    });
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (format!("http://{addr}/hooks/github/{CONNECTION}"), task)
-}
-
-struct RunningWorker {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<cmcp_worker::Result<()>>,
-}
-
-fn start_worker(h: &Harness) -> RunningWorker {
-    let qcfg = QueueConfig {
-        poll_interval: Duration::from_millis(50),
-        ..QueueConfig::default()
-    };
-    let opts = WorkerOptions::unique("it-hooks");
-    let mut ctx = h.ctx.clone();
-    ctx.holder = opts.name.clone();
-    let state = Arc::new(WorkerState {
-        ctx,
-        queue: Queue::new(h.store(), &qcfg),
-        queue_config: qcfg,
-    });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(run_workers(state, opts, async move {
-        let _ = stopped.await;
-    }));
-    RunningWorker { stop, task }
-}
-
-impl RunningWorker {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
-    }
-}
-
 async fn webhook_to(h: &Harness, url: &str, secret: &str) {
     h.sim.set_webhook(Some(WebhookTarget {
         url: url.to_owned(),
@@ -139,8 +83,9 @@ pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
         .current_webhook_secret(&cipher(), CONNECTION)
         .await
         .unwrap();
-    let (url, gateway) = serve_gateway(h.store()).await;
-    let worker = start_worker(&h);
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let url = format!("{base}/hooks/github/{CONNECTION}");
+    let worker = start_worker(h.store(), &h.ctx);
     webhook_to(&h, &url, secret.expose()).await;
     let id = h.sim.repos()[3].id;
     assert_eq!(runs(h.store()).await, 1);
@@ -187,7 +132,8 @@ pub async fn delivery_waits_for_a_worker_and_is_then_processed(db: TestDb) {
         .current_webhook_secret(&cipher(), CONNECTION)
         .await
         .unwrap();
-    let (url, gateway) = serve_gateway(h.store()).await;
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let url = format!("{base}/hooks/github/{CONNECTION}");
     webhook_to(&h, &url, secret.expose()).await;
     let id = h.sim.repos()[2].id;
     let before = active_name(h.store(), id).await;
@@ -212,7 +158,7 @@ pub async fn delivery_waits_for_a_worker_and_is_then_processed(db: TestDb) {
             .is_some()
     );
 
-    let worker = start_worker(&h);
+    let worker = start_worker(h.store(), &h.ctx);
     eventually("the waiting delivery is processed", || async {
         let row = h.store().get_delivery(&row.id).await.unwrap();
         (row.status == DeliveryStatus::Processed).then_some(())
@@ -240,7 +186,8 @@ pub async fn rotated_secret_overlaps_then_the_old_one_is_refused(db: TestDb) {
         .current_webhook_secret(&cipher(), CONNECTION)
         .await
         .unwrap();
-    let (url, gateway) = serve_gateway(h.store()).await;
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let url = format!("{base}/hooks/github/{CONNECTION}");
     let overlap = Duration::from_secs(5);
     h.store()
         .rotate_webhook_secret(&cipher(), CONNECTION, overlap.as_millis() as i64, "test")
@@ -289,3 +236,9 @@ pub async fn rotated_secret_overlaps_then_the_old_one_is_refused(db: TestDb) {
     );
     gateway.abort();
 }
+
+both_backends!(
+    rename_arrives_by_webhook_without_a_full_sync,
+    delivery_waits_for_a_worker_and_is_then_processed,
+    rotated_secret_overlaps_then_the_old_one_is_refused,
+);
