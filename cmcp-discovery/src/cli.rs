@@ -88,6 +88,8 @@ pub enum Command {
     #[command(subcommand)]
     Keys(KeysCmd),
     /// Offline demo against the simulated upstream: sync, rename, sync again.
+    /// Only in builds with the `demo` feature (the default).
+    #[cfg(feature = "demo")]
     Demo {
         /// Repos in the simulated org.
         #[arg(long, default_value_t = 40)]

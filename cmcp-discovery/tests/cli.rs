@@ -23,6 +23,7 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
+#[cfg(feature = "demo")]
 #[test]
 fn demo_then_list_and_resolve_from_its_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 pub mod cipher;
 pub mod error;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use cipher::Cipher;

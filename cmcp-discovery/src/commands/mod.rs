@@ -1,6 +1,7 @@
 //! One function per command; each opens only what it needs.
 
 mod connection;
+#[cfg(feature = "demo")]
 mod demo;
 mod keys;
 mod places;
@@ -27,16 +28,23 @@ pub async fn run(cli: Cli) -> Result<()> {
         },
         log: cli.global.log.clone(),
     };
-    let mut cfg = Config::load(&overrides)?;
+    let cfg = Config::load(&overrides)?;
     // The demo narrates on stdout; keep the logs to warnings unless asked.
-    if matches!(cli.command, Command::Demo { .. })
+    #[cfg(feature = "demo")]
+    let cfg = if matches!(cli.command, Command::Demo { .. })
         && overrides.log.is_none()
         && std::env::var("CMCP_DISCOVERY_LOG").is_err()
     {
-        cfg.log = "warn".to_owned();
-    }
+        Config {
+            log: "warn".to_owned(),
+            ..cfg
+        }
+    } else {
+        cfg
+    };
     crate::logging::init(&cfg.log, &cfg.log_format);
     match cli.command {
+        #[cfg(feature = "demo")]
         Command::Demo { repos } => demo::run(cfg, repos).await,
         command => {
             let app = App::open(cfg).await?;
@@ -63,6 +71,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     json,
                 } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
+                #[cfg(feature = "demo")]
                 Command::Demo { .. } => unreachable!("handled above"),
             }
         }
