@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use cmcp_registry::{Cipher, Store, StoreOptions};
-use cmcp_worker::{Queue, SyncContext, WorkerOptions, WorkerState};
+use cmcp_worker::{Queue, SyncConnection, SyncContext, WorkerOptions, WorkerState};
 
 use crate::config::Config;
 
@@ -44,7 +44,7 @@ impl App {
         Ok(App { cfg, store, cipher })
     }
 
-    pub fn queue(&self) -> Queue {
+    pub fn queue(&self) -> Queue<SyncConnection> {
         Queue::new(&self.store, &self.cfg.queue)
     }
 

@@ -1,9 +1,11 @@
 //! What can go wrong talking to a platform, translated once at the HTTP
 //! boundary so that callers decide on the error type, never on status codes.
 //!
-//! The retry intent is carried by the variant: [`ConnectorError::is_retryable`]
-//! says whether trying the same thing again later may succeed, and
-//! [`ConnectorError::RateLimited`] carries the moment to try again. No variant
+//! The retry intent is carried by the variant and decided here, once:
+//! [`ConnectorError::intent`] says whether trying again later may succeed
+//! ([`RetryIntent::Transient`]), when the platform allows it
+//! ([`RetryIntent::RetryAfter`], from [`ConnectorError::RateLimited`]), or
+//! that nothing but an operator fixes it ([`RetryIntent::Permanent`]). No variant
 //! ever holds a credential: error strings are built from status lines, the
 //! platform's own error message and URLs, none of which contain the token.
 
@@ -91,6 +93,26 @@ pub enum ConnectorError {
     SinkClosed { platform: Platform },
 }
 
+/// What a failure means for trying again. Decided by the error's owner
+/// ([`ConnectorError::intent`]); the worker only obeys it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryIntent {
+    /// Nothing changes by waiting: a rejected credential, a missing
+    /// permission, a container that does not exist, a bad configuration.
+    Permanent,
+    /// The platform asked not to be called before then.
+    RetryAfter(DateTime<Utc>),
+    /// It may pass with time (a 5xx, a dropped connection, a short body):
+    /// retry with backoff.
+    Transient,
+}
+
+impl RetryIntent {
+    pub fn is_permanent(self) -> bool {
+        self == RetryIntent::Permanent
+    }
+}
+
 fn accepted_suffix(accepted: &Option<String>) -> String {
     match accepted {
         Some(p) => format!(" (endpoint accepts permissions: {p})"),
@@ -99,26 +121,40 @@ fn accepted_suffix(accepted: &Option<String>) -> String {
 }
 
 impl ConnectorError {
-    /// Whether the same request may succeed if tried again later (by the
-    /// HTTP retry loop, or by rescheduling the job). Credential, permission,
-    /// configuration and not-found errors never fix themselves.
-    pub fn is_retryable(&self) -> bool {
+    /// What trying again would do (by the HTTP retry loop, or by
+    /// rescheduling the job). Credential, permission, configuration and
+    /// not-found errors never fix themselves.
+    pub fn intent(&self) -> RetryIntent {
         match self {
-            ConnectorError::RateLimited { .. }
-            | ConnectorError::Transport { .. }
-            | ConnectorError::Decode { .. } => true,
-            ConnectorError::Http { status, .. } => {
-                *status >= 500 || *status == 429 || *status == 408
+            ConnectorError::RateLimited { retry_at, .. } => RetryIntent::RetryAfter(*retry_at),
+            ConnectorError::Transport { .. } | ConnectorError::Decode { .. } => {
+                RetryIntent::Transient
             }
-            ConnectorError::Unauthorized { .. }
+            ConnectorError::Http { status, .. }
+                if *status >= 500 || *status == 429 || *status == 408 =>
+            {
+                RetryIntent::Transient
+            }
+            ConnectorError::Http { .. }
+            | ConnectorError::Unauthorized { .. }
             | ConnectorError::PermissionDenied { .. }
             | ConnectorError::NotFound { .. }
             | ConnectorError::InvalidConfig { .. }
             | ConnectorError::Unsupported { .. }
             | ConnectorError::UnsupportedAddress { .. }
             | ConnectorError::Pagination { .. }
-            | ConnectorError::SinkClosed { .. } => false,
+            | ConnectorError::SinkClosed { .. } => RetryIntent::Permanent,
         }
+    }
+
+    /// Whether the same request may succeed if tried again later.
+    pub fn is_retryable(&self) -> bool {
+        !self.is_permanent()
+    }
+
+    /// Whether only an operator can fix this (see [`ConnectorError::intent`]).
+    pub fn is_permanent(&self) -> bool {
+        self.intent().is_permanent()
     }
 
     /// The platform this error came from, when there is one.
@@ -171,6 +207,46 @@ mod tests {
             }
             .is_retryable()
         );
+    }
+
+    #[test]
+    fn credential_permission_and_missing_container_are_permanent() {
+        let p = Platform::Bitbucket;
+        let permanent = [
+            ConnectorError::Unauthorized {
+                platform: p,
+                detail: String::new(),
+            },
+            ConnectorError::PermissionDenied {
+                platform: p,
+                detail: String::new(),
+                accepted_permissions: None,
+            },
+            ConnectorError::NotFound {
+                platform: p,
+                what: "workspace acme".into(),
+            },
+        ];
+        for e in &permanent {
+            assert_eq!(e.intent(), RetryIntent::Permanent, "{e}");
+            assert!(e.is_permanent());
+        }
+        let at = Utc::now();
+        assert_eq!(
+            ConnectorError::RateLimited {
+                platform: p,
+                retry_at: at
+            }
+            .intent(),
+            RetryIntent::RetryAfter(at)
+        );
+        let unavailable = ConnectorError::Http {
+            platform: p,
+            status: 503,
+            detail: String::new(),
+        };
+        assert_eq!(unavailable.intent(), RetryIntent::Transient);
+        assert!(!unavailable.is_permanent());
     }
 
     #[test]

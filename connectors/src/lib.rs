@@ -25,7 +25,7 @@ pub use bitbucket::BitbucketConnector;
 pub use common::config::HttpConfig;
 pub use common::http::HttpFigures;
 pub use drive::DriveConnector;
-pub use error::{ConnectorError, Result};
+pub use error::{ConnectorError, Result, RetryIntent};
 pub use github::GithubConnector;
 pub use jira::JiraConnector;
 

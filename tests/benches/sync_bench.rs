@@ -18,7 +18,7 @@ use cmcp_domain::{RunFigures, Token};
 use cmcp_fixtures::GithubSimConfig;
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{CONNECTION, Harness, TOKEN};
-use cmcp_worker::{SyncResult, run_sync};
+use cmcp_worker::run_sync;
 
 const REPOS: usize = 50_000;
 const LATENCY: Duration = Duration::from_millis(50);
@@ -36,19 +36,15 @@ async fn timed_sync(h: &Harness) -> (Duration, RunFigures) {
     let started = Instant::now();
     let result = run_sync(&h.ctx, CONNECTION, "bench").await.expect("sync");
     let elapsed = started.elapsed();
-    match result {
-        SyncResult::Finished {
-            figures, outcome, ..
-        } => {
-            assert_eq!(
-                outcome.as_str(),
-                "complete",
-                "the benchmark sync must complete"
-            );
-            (elapsed, figures)
-        }
-        SyncResult::Deferred { .. } => panic!("deferred"),
-    }
+    let (Some(outcome), Some(figures)) = (result.run_outcome(), result.figures().cloned()) else {
+        panic!("deferred")
+    };
+    assert_eq!(
+        outcome.as_str(),
+        "complete",
+        "the benchmark sync must complete"
+    );
+    (elapsed, figures)
 }
 
 /// The listing alone, records discarded: the HTTP side of a sync, without

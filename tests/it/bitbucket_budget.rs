@@ -10,7 +10,7 @@ use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, RateLimitConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{NewConnection, Store, StoreOptions};
 use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
-use cmcp_worker::{SyncContext, SyncResult, run_sync};
+use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance);
 
@@ -24,15 +24,14 @@ const WINDOW: Duration = Duration::from_secs(2);
 const REPOS: usize = 500;
 const PROJECTS: usize = 5;
 
-fn finished(r: SyncResult) -> (RunOutcome, RunFigures, Option<String>) {
+fn finished(r: SyncOutcome) -> (RunOutcome, RunFigures, Option<String>) {
     match r {
-        SyncResult::Finished {
-            outcome,
-            figures,
-            error,
-            ..
-        } => (outcome, figures, error),
-        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => (
+            done.run_outcome().expect("a run"),
+            done.figures().cloned().unwrap_or_default(),
+            done.error().map(str::to_owned),
+        ),
     }
 }
 

@@ -10,7 +10,7 @@ use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, Faults, JiraSim, JiraSimCo
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{SpaceFilter, Store};
 use cmcp_tests::{add_spec_connection, fast_http, init_tls, sync_context};
-use cmcp_worker::{SyncContext, SyncResult, run_sync};
+use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 const BB: &str = "bitbucket-acme";
 const JIRA: &str = "jira-acme";
@@ -31,8 +31,8 @@ both_backends!(
 
 async fn sync(ctx: &SyncContext, id: &str) -> RunOutcome {
     match run_sync(ctx, id, "test").await.expect("sync") {
-        SyncResult::Finished { outcome, .. } => outcome,
-        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => done.run_outcome().expect("a run"),
     }
 }
 

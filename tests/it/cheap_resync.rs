@@ -8,7 +8,7 @@ use cmcp_fixtures::GithubSimConfig;
 use cmcp_registry::Store;
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{CONNECTION, Harness, assert_registry_matches, fast_http};
-use cmcp_worker::{SyncResult, run_sync};
+use cmcp_worker::run_sync;
 
 /// Every row a sync could write (spaces, aliases, the connection and the
 /// page cache), rendered as text for an exact before/after comparison.
@@ -67,10 +67,7 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
     )
     .await;
     let first = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
-    let SyncResult::Finished {
-        outcome, figures, ..
-    } = first
-    else {
+    let (Some(outcome), Some(figures)) = (first.run_outcome(), first.figures().cloned()) else {
         panic!("deferred");
     };
     assert_eq!(outcome, RunOutcome::Complete);
@@ -81,15 +78,10 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
     assert!(before.iter().filter(|r| r.starts_with("cache ")).count() == 100);
     h.sim.reset_stats();
     let second = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
-    let SyncResult::Finished {
-        outcome,
-        figures,
-        error,
-        ..
-    } = second
-    else {
+    let (Some(outcome), Some(figures)) = (second.run_outcome(), second.figures().cloned()) else {
         panic!("deferred");
     };
+    let error = second.error();
     assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
     assert_eq!(figures.pages, 100);
     assert_eq!(figures.not_modified, 100);

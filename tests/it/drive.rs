@@ -6,7 +6,7 @@ use cmcp_fixtures::{DriveSimConfig, Faults};
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, assert_drive_registry_matches};
 use cmcp_worker::drive::{IncrementalOutcome, IncrementalReport, run_full, run_incremental};
-use cmcp_worker::{SyncResult, run_sync};
+use cmcp_worker::{SyncOutcome, run_sync};
 
 both_backends!(
     full_drive_sync_gives_exactly_the_drives_folders_aliases_and_containers,
@@ -33,13 +33,12 @@ async fn full(h: &DriveHarness) -> (RunOutcome, cmcp_domain::RunFigures, Option<
         .await
         .expect("sync")
     {
-        SyncResult::Finished {
-            outcome,
-            figures,
-            error,
-            ..
-        } => (outcome, figures, error),
-        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => (
+            done.run_outcome().expect("a run"),
+            done.figures().cloned().unwrap_or_default(),
+            done.error().map(str::to_owned),
+        ),
     }
 }
 
@@ -190,10 +189,7 @@ async fn incomplete_drive_listing_marks_nothing_missing(db: TestDb) {
         ..Faults::default()
     });
     let result = run_sync(&h.ctx, DRIVE_CONNECTION, "test").await.unwrap();
-    let SyncResult::Finished {
-        outcome, figures, ..
-    } = result
-    else {
+    let (Some(outcome), Some(figures)) = (result.run_outcome(), result.figures().cloned()) else {
         panic!("deferred")
     };
     assert_eq!(outcome, RunOutcome::Partial);
@@ -217,8 +213,8 @@ async fn removed_change_tombstones_only_after_a_direct_read_confirms_it(db: Test
     let h = DriveHarness::start(db, domain(), 2).await;
     // No positions yet: the first incremental is a full sync.
     match run_incremental(&h.ctx, DRIVE_CONNECTION).await.unwrap() {
-        IncrementalOutcome::FullSync(SyncResult::Finished { outcome, .. }) => {
-            assert_eq!(outcome, RunOutcome::Complete)
+        IncrementalOutcome::FullSync(done) if done.run_outcome().is_some() => {
+            assert_eq!(done.run_outcome(), Some(RunOutcome::Complete))
         }
         other => panic!("{other:?}"),
     }

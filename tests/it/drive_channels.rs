@@ -18,7 +18,7 @@ use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, DriveChannelRow};
 use cmcp_tests::{DRIVE_CONNECTION, DriveHarness};
 use cmcp_tests::{serve_gateway, start_worker};
-use cmcp_worker::SyncResult;
+use cmcp_worker::SyncOutcome;
 use cmcp_worker::drive::{IncrementalOutcome, run_full};
 use cmcp_worker::drive_channels::{
     ChannelPolicy, ensure_channels, ensure_channels_at, hook_address,
@@ -68,10 +68,7 @@ async fn synced(db: TestDb) -> DriveHarness {
     .await;
     assert!(matches!(
         run_full(&h.ctx, DRIVE_CONNECTION, "test").await.unwrap(),
-        SyncResult::Finished {
-            outcome: cmcp_domain::RunOutcome::Complete,
-            ..
-        }
+        SyncOutcome::Complete { .. }
     ));
     assert_eq!(
         h.store()

@@ -9,20 +9,19 @@ use cmcp_fixtures::{GithubSimConfig, RateLimitConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Store, StoreOptions};
 use cmcp_tests::{CONNECTION, Harness, add_connection, fast_http};
-use cmcp_worker::{SyncContext, SyncResult, run_sync};
+use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 const SECOND: &str = "github-acme-mirror";
 const LIMIT: u32 = 12;
 
-fn finished(r: SyncResult) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
+fn finished(r: SyncOutcome) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
     match r {
-        SyncResult::Finished {
-            outcome,
-            figures,
-            error,
-            ..
-        } => (outcome, figures, error),
-        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => (
+            done.run_outcome().expect("a run"),
+            done.figures().cloned().unwrap_or_default(),
+            done.error().map(str::to_owned),
+        ),
     }
 }
 

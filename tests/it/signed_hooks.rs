@@ -14,7 +14,7 @@ use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
 use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
 use cmcp_tests::{serve_gateway, start_worker};
-use cmcp_worker::{SyncContext, SyncResult, run_sync};
+use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(
     bitbucket_signed_deliveries_rename_and_rekey_without_a_full_sync,
@@ -50,10 +50,7 @@ async fn synced(store: &Store, ctx: &SyncContext, id: &str) {
     cmcp_worker::queue::setup(store).await.unwrap();
     assert!(matches!(
         run_sync(ctx, id, "test").await.unwrap(),
-        SyncResult::Finished {
-            outcome: cmcp_domain::RunOutcome::Complete,
-            ..
-        }
+        SyncOutcome::Complete { .. }
     ));
 }
 

@@ -11,19 +11,18 @@ use cmcp_tests::{
     repo_address,
 };
 use cmcp_worker::{
-    Queue, QueueConfig, SyncConnection, SyncResult, WorkerOptions, WorkerState, run_sync,
+    Queue, QueueConfig, SyncConnection, SyncOutcome, WorkerOptions, WorkerState, run_sync,
     run_workers,
 };
 
 async fn sync_once(h: &Harness) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
     match run_sync(&h.ctx, CONNECTION, "test").await.expect("sync") {
-        SyncResult::Finished {
-            outcome,
-            figures,
-            error,
-            ..
-        } => (outcome, figures, error),
-        SyncResult::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => (
+            done.run_outcome().expect("a run"),
+            done.figures().cloned().unwrap_or_default(),
+            done.error().map(str::to_owned),
+        ),
     }
 }
 
@@ -298,7 +297,7 @@ pub async fn second_holder_defers_while_a_sync_runs(db: TestDb) {
         LeaseAttempt::Acquired
     );
     match run_sync(&h.ctx, CONNECTION, "test").await.unwrap() {
-        SyncResult::Deferred { holder, .. } => assert_eq!(holder, "another-worker"),
+        SyncOutcome::Deferred { holder, .. } => assert_eq!(holder, "another-worker"),
         other => panic!("expected a deferral, got {other:?}"),
     }
     assert!(

@@ -12,7 +12,7 @@ use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
 use cmcp_tests::{serve_gateway, start_worker};
-use cmcp_worker::{SyncResult, run_sync};
+use cmcp_worker::run_sync;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -47,10 +47,13 @@ async fn synced(db: TestDb) -> Harness {
         fast_http(),
     )
     .await;
-    assert!(matches!(
-        run_sync(&h.ctx, CONNECTION, "test").await.unwrap(),
-        SyncResult::Finished { .. }
-    ));
+    assert!(
+        run_sync(&h.ctx, CONNECTION, "test")
+            .await
+            .unwrap()
+            .run_outcome()
+            .is_some()
+    );
     h
 }
 

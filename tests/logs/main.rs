@@ -6,11 +6,11 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cmcp_domain::{Owner, RunOutcome};
+use cmcp_domain::Owner;
 use cmcp_fixtures::{Faults, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{CONNECTION, Harness, TOKEN, assert_database_has_no_token, fast_http};
-use cmcp_worker::{SyncResult, run_sync};
+use cmcp_worker::{SyncOutcome, run_sync};
 
 /// A `MakeWriter` that keeps everything in memory.
 #[derive(Clone, Default)]
@@ -72,16 +72,7 @@ async fn trace_logs_never_contain_the_token(db: TestDb) {
         .unwrap();
     tracing::debug!(?token, %token, "a careless log line");
     let synced = run_sync(&h.ctx, CONNECTION, "test").await.unwrap();
-    assert!(
-        matches!(
-            synced,
-            SyncResult::Finished {
-                outcome: RunOutcome::Complete,
-                ..
-            }
-        ),
-        "{synced:?}"
-    );
+    assert!(matches!(synced, SyncOutcome::Complete { .. }), "{synced:?}");
     // A connection whose token the upstream refuses: the 401 path logs too.
     let other = cmcp_fixtures::GithubSim::start(GithubSimConfig {
         repos: 3,
@@ -98,16 +89,7 @@ async fn trace_logs_never_contain_the_token(db: TestDb) {
     )
     .await;
     let refused = run_sync(&h.ctx, "github-refused", "test").await.unwrap();
-    assert!(
-        matches!(
-            refused,
-            SyncResult::Finished {
-                outcome: RunOutcome::Failed,
-                ..
-            }
-        ),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, SyncOutcome::Failed { .. }), "{refused:?}");
     assert_database_has_no_token(h.store(), &h.db.url).await;
     let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).into_owned();
     assert!(

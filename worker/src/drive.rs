@@ -32,7 +32,7 @@ use cmcp_registry::{ConnectionRow, LeaseAttempt, SpaceFilter};
 use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
-use crate::sync::{SyncContext, SyncResult, run_sync};
+use crate::sync::{SyncContext, SyncOutcome, run_sync};
 
 /// What one incremental pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub struct IncrementalReport {
 pub enum IncrementalOutcome {
     /// No positions were stored yet: a full sync ran instead (and recorded
     /// them if it was complete).
-    FullSync(SyncResult),
+    FullSync(SyncOutcome),
     Applied(IncrementalReport),
     /// Another worker holds the connection until `until_ms`.
     Deferred {
@@ -89,7 +89,11 @@ async fn drive_connector(ctx: &SyncContext, connection: &ConnectionRow) -> Resul
 /// A full sync of a Drive connection that also records where each drive's
 /// changes feed starts (see the module docs for the order).
 #[instrument(skip_all, fields(connection_id = %connection_id))]
-pub async fn run_full(ctx: &SyncContext, connection_id: &str, trigger: &str) -> Result<SyncResult> {
+pub async fn run_full(
+    ctx: &SyncContext,
+    connection_id: &str,
+    trigger: &str,
+) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     let connector = drive_connector(ctx, &connection).await?;
     let counters = cmcp_connectors::common::http::Counters::default();
@@ -108,11 +112,7 @@ pub async fn run_full(ctx: &SyncContext, connection_id: &str, trigger: &str) -> 
         Err(e) => warn!(error = %e, "could not read start page tokens before the listing"),
     }
     let result = run_sync(ctx, connection_id, trigger).await?;
-    if let SyncResult::Finished {
-        outcome: RunOutcome::Complete,
-        ..
-    } = &result
-    {
+    if let SyncOutcome::Complete { .. } = &result {
         ctx.store
             .set_drive_page_tokens(connection_id, &tokens)
             .await?;

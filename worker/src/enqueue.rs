@@ -3,36 +3,10 @@
 //! The gateway must store a delivery and its job atomically, but apalis
 //! pushes only through its own storage handle. So the registry writes the
 //! job row with the same INSERT as apalis's sink (`Store::record_delivery`,
-//! `Store::enqueue_job`, `cmcp_registry::QueuedJob`), and this module gives
-//! the worker side: the typed apalis storages that read those queues. The
-//! test below is the contract: a row the store wrote is picked up and
-//! decoded by an ordinary apalis worker, on both backends.
-
-use apalis_postgres::PostgresStorage;
-use apalis_sqlite::SqliteStorage;
-use sqlx::{PgPool, SqlitePool};
-
-use crate::queue::QueueConfig;
-
-/// The apalis storage of queue `name` on SQLite, with the fleet's heartbeat.
-pub fn sqlite_storage<T>(pool: &SqlitePool, name: &str, cfg: &QueueConfig) -> SqliteStorage<T> {
-    SqliteStorage::new(pool).with_config(
-        apalis_sqlite::Config::default()
-            .queue(name)
-            .heartbeat_interval(cfg.heartbeat)
-            .missed_heartbeats(cfg.missed_heartbeats),
-    )
-}
-
-/// The apalis storage of queue `name` on PostgreSQL.
-pub fn postgres_storage<T>(pool: &PgPool, name: &str, cfg: &QueueConfig) -> PostgresStorage<T> {
-    PostgresStorage::new(pool).with_config(
-        apalis_postgres::Config::default()
-            .queue(name)
-            .heartbeat_interval(cfg.heartbeat)
-            .missed_heartbeats(cfg.missed_heartbeats),
-    )
-}
+//! `Store::enqueue_job`, `cmcp_registry::QueuedJob`); the worker reads those
+//! queues with the typed apalis storages of [`crate::queue`]. The test below
+//! is the contract: a row the store wrote is picked up and decoded by an
+//! ordinary apalis worker, on both backends.
 
 #[cfg(test)]
 mod tests {
@@ -44,7 +18,7 @@ mod tests {
     use serde::{Deserialize, Serialize};
     use tokio::sync::mpsc;
 
-    use super::*;
+    use crate::queue::{QueueConfig, postgres_storage, sqlite_storage};
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     struct Probe {

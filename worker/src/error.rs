@@ -1,3 +1,4 @@
+use cmcp_connectors::{ConnectorError, RetryIntent};
 use thiserror::Error;
 
 pub type Result<T, E = WorkerError> = std::result::Result<T, E>;
@@ -6,8 +7,9 @@ pub type Result<T, E = WorkerError> = std::result::Result<T, E>;
 pub enum WorkerError {
     #[error(transparent)]
     Registry(#[from] cmcp_registry::RegistryError),
+    /// Kept typed to the job, which decides on [`ConnectorError::intent`].
     #[error(transparent)]
-    Connector(#[from] cmcp_connectors::ConnectorError),
+    Connector(#[from] ConnectorError),
     #[error("queue: {0}")]
     Queue(String),
     #[error("sync of connection {connection_id} did not finish: {detail}")]
@@ -15,4 +17,18 @@ pub enum WorkerError {
         connection_id: String,
         detail: String,
     },
+}
+
+impl WorkerError {
+    /// What running the job again would do. Only a connector knows a
+    /// failure to be permanent; the registry, the queue and a sync that did
+    /// not finish may all pass with time.
+    pub fn intent(&self) -> RetryIntent {
+        match self {
+            WorkerError::Connector(e) => e.intent(),
+            WorkerError::Registry(_) | WorkerError::Queue(_) | WorkerError::Sync { .. } => {
+                RetryIntent::Transient
+            }
+        }
+    }
 }

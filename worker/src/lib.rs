@@ -10,11 +10,13 @@ pub mod error;
 pub mod jobs;
 pub mod queue;
 pub mod runner;
+pub mod state;
 pub mod sync;
 
 pub use error::{Result, WorkerError};
 pub use jobs::handle_delivery::HandleDelivery;
 pub use jobs::sync_connection::SyncConnection;
-pub use queue::{Queue, QueueConfig};
-pub use runner::{WorkerOptions, WorkerState, run_workers};
-pub use sync::{SyncConfig, SyncContext, SyncResult, run_sync};
+pub use queue::{Job, Queue, QueueConfig};
+pub use runner::{WorkerOptions, run_workers};
+pub use state::WorkerState;
+pub use sync::{SyncConfig, SyncContext, SyncOutcome, run_sync};

@@ -5,18 +5,23 @@
 
 use std::time::Duration;
 
-use apalis::prelude::{TaskBuilder, TaskSink};
+use apalis::prelude::{TaskBuilder, TaskSink, TaskSinkError};
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use cmcp_registry::Store;
 use serde::Deserialize;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::{PgPool, SqlitePool};
 
 use crate::error::{Result, WorkerError};
-use crate::jobs::sync_connection::SyncConnection;
 
-/// Queue names are fixed strings: the default (the Rust type's path) would
-/// orphan queued jobs whenever a type moved.
-pub const SYNC_QUEUE: &str = "sync-connection";
+/// A job's arguments, and the queue that holds them. Queue names are fixed
+/// strings: the default (the Rust type's path) would orphan queued jobs
+/// whenever a type moved.
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
+    const QUEUE: &'static str;
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -53,18 +58,36 @@ impl Default for QueueConfig {
     }
 }
 
-/// A handle that pushes sync jobs, whichever backend holds them.
-#[derive(Clone)]
-pub enum Queue {
-    Sqlite(SqliteStorage<SyncConnection>),
-    Postgres(PostgresStorage<SyncConnection>),
+/// A handle that pushes jobs of one kind, whichever backend holds them.
+/// Every push carries the configured attempt limit.
+pub struct Queue<J> {
+    backend: Backend<J>,
+    max_attempts: u32,
 }
 
-impl std::fmt::Debug for Queue {
+/// The apalis storage under a [`Queue`]; the runner builds its workers on it.
+pub(crate) enum Backend<J> {
+    Sqlite(SqliteStorage<J>),
+    Postgres(PostgresStorage<J>),
+}
+
+impl<J> Clone for Queue<J> {
+    fn clone(&self) -> Self {
+        Queue {
+            backend: match &self.backend {
+                Backend::Sqlite(s) => Backend::Sqlite(s.clone()),
+                Backend::Postgres(s) => Backend::Postgres(s.clone()),
+            },
+            max_attempts: self.max_attempts,
+        }
+    }
+}
+
+impl<J> std::fmt::Debug for Queue<J> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Queue::Sqlite(_) => "Queue::Sqlite",
-            Queue::Postgres(_) => "Queue::Postgres",
+        f.write_str(match self.backend {
+            Backend::Sqlite(_) => "Queue::Sqlite",
+            Backend::Postgres(_) => "Queue::Postgres",
         })
     }
 }
@@ -84,39 +107,49 @@ pub async fn setup(store: &Store) -> Result<()> {
     Ok(())
 }
 
-impl Queue {
-    pub fn new(store: &Store, cfg: &QueueConfig) -> Queue {
-        match store {
-            Store::Sqlite(pool) => Queue::Sqlite(
-                SqliteStorage::new(pool).with_config(
-                    apalis_sqlite::Config::default()
-                        .queue(SYNC_QUEUE)
-                        .heartbeat_interval(cfg.heartbeat)
-                        .missed_heartbeats(cfg.missed_heartbeats),
-                ),
-            ),
-            Store::Postgres(pool) => Queue::Postgres(
-                PostgresStorage::new(pool).with_config(
-                    apalis_postgres::Config::default()
-                        .queue(SYNC_QUEUE)
-                        .heartbeat_interval(cfg.heartbeat)
-                        .missed_heartbeats(cfg.missed_heartbeats),
-                ),
-            ),
+/// The apalis storage of queue `name` on SQLite, with the fleet's heartbeat.
+pub fn sqlite_storage<T>(pool: &SqlitePool, name: &str, cfg: &QueueConfig) -> SqliteStorage<T> {
+    SqliteStorage::new(pool).with_config(
+        apalis_sqlite::Config::default()
+            .queue(name)
+            .heartbeat_interval(cfg.heartbeat)
+            .missed_heartbeats(cfg.missed_heartbeats),
+    )
+}
+
+/// The apalis storage of queue `name` on PostgreSQL.
+pub fn postgres_storage<T>(pool: &PgPool, name: &str, cfg: &QueueConfig) -> PostgresStorage<T> {
+    PostgresStorage::new(pool).with_config(
+        apalis_postgres::Config::default()
+            .queue(name)
+            .heartbeat_interval(cfg.heartbeat)
+            .missed_heartbeats(cfg.missed_heartbeats),
+    )
+}
+
+impl<J: Job> Queue<J> {
+    pub fn new(store: &Store, cfg: &QueueConfig) -> Queue<J> {
+        let backend = match store {
+            Store::Sqlite(pool) => Backend::Sqlite(sqlite_storage(pool, J::QUEUE, cfg)),
+            Store::Postgres(pool) => Backend::Postgres(postgres_storage(pool, J::QUEUE, cfg)),
+        };
+        Queue {
+            backend,
+            max_attempts: cfg.max_attempts,
         }
     }
 
-    /// Queue a sync job, to run after `delay` when given. With an
-    /// idempotency key, a second push of the same key is a no-op on both
-    /// backends (PostgreSQL reports it as a unique violation; that is
-    /// "already queued", not an error).
-    pub async fn push(
-        &self,
-        job: SyncConnection,
-        delay: Option<Duration>,
-        key: Option<String>,
-    ) -> Result<()> {
-        let mut builder = TaskBuilder::new(job).max_attempts(3);
+    pub(crate) fn backend(&self) -> &Backend<J> {
+        &self.backend
+    }
+
+    /// Queue a job, to run after `delay` when given. With an idempotency
+    /// key, a second push of the same key is a no-op on both backends
+    /// (SQLite ignores the conflict; PostgreSQL reports a unique violation,
+    /// which here means "already queued", not an error).
+    pub async fn push(&self, job: J, delay: Option<Duration>, key: Option<String>) -> Result<()> {
+        let attempts = usize::try_from(self.max_attempts.max(1)).unwrap_or(usize::MAX);
+        let mut builder = TaskBuilder::new(job).max_attempts(attempts);
         if let Some(d) = delay {
             builder = builder.run_after(d);
         }
@@ -124,14 +157,112 @@ impl Queue {
             builder = builder.idempotency_key(k);
         }
         let task = builder.build();
-        let result = match self.clone() {
-            Queue::Sqlite(mut s) => s.push_task(task).await.map_err(|e| e.to_string()),
-            Queue::Postgres(mut s) => s.push_task(task).await.map_err(|e| e.to_string()),
+        let result = match self.clone().backend {
+            Backend::Sqlite(mut s) => s.push_task(task).await.map_err(|e| {
+                let unique = matches!(&e, TaskSinkError::PushError(apalis_sqlite::Error::Database(d)) if is_unique_violation(d));
+                (unique, e.to_string())
+            }),
+            Backend::Postgres(mut s) => s.push_task(task).await.map_err(|e| {
+                let unique = matches!(&e, TaskSinkError::PushError(apalis_postgres::Error::Database(d)) if is_unique_violation(d));
+                (unique, e.to_string())
+            }),
         };
         match result {
             Ok(()) => Ok(()),
-            Err(e) if key.is_some() && e.contains("idx_jobs_idempotency_key") => Ok(()),
-            Err(e) => Err(WorkerError::Queue(format!("push: {e}"))),
+            Err((true, _)) if key.is_some() => Ok(()),
+            Err((_, e)) => Err(WorkerError::Queue(format!("push: {e}"))),
         }
+    }
+}
+
+/// Recognised by the database's error code, never by the message text.
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.is_unique_violation())
+}
+
+#[cfg(test)]
+mod tests {
+    use cmcp_registry::testing::TestDb;
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    struct Ping {
+        n: u32,
+    }
+
+    impl Job for Ping {
+        const QUEUE: &'static str = "ping-queue";
+    }
+
+    /// (max_attempts, idempotency key) of every job row of the test queue.
+    async fn rows(store: &Store) -> Vec<(i64, Option<String>)> {
+        match store {
+            Store::Sqlite(pool) => sqlx::query_as(
+                "SELECT max_attempts, idempotency_key FROM Jobs WHERE job_type = ? ORDER BY run_at",
+            )
+            .bind(Ping::QUEUE)
+            .fetch_all(pool)
+            .await
+            .unwrap(),
+            Store::Postgres(pool) => sqlx::query_as(
+                "SELECT max_attempts::bigint, idempotency_key FROM apalis.jobs WHERE job_type = $1 ORDER BY run_at",
+            )
+            .bind(Ping::QUEUE)
+            .fetch_all(pool)
+            .await
+            .unwrap(),
+        }
+    }
+
+    async fn pushed_jobs_carry_the_configured_attempt_limit(db: TestDb) {
+        setup(&db.store).await.unwrap();
+        let cfg = QueueConfig {
+            max_attempts: 7,
+            ..QueueConfig::default()
+        };
+        let queue = Queue::<Ping>::new(&db.store, &cfg);
+        queue.push(Ping { n: 1 }, None, None).await.unwrap();
+        assert_eq!(rows(&db.store).await, vec![(7, None)]);
+    }
+
+    async fn second_push_of_a_key_is_already_queued(db: TestDb) {
+        setup(&db.store).await.unwrap();
+        let queue = Queue::<Ping>::new(&db.store, &QueueConfig::default());
+        let key = Some("delivery:01ABC".to_owned());
+        queue.push(Ping { n: 1 }, None, key.clone()).await.unwrap();
+        queue
+            .push(Ping { n: 2 }, None, key.clone())
+            .await
+            .expect("a duplicate key is not an error");
+        assert_eq!(rows(&db.store).await, vec![(5, key)], "one job, not two");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_pushed_jobs_carry_the_configured_attempt_limit() {
+        pushed_jobs_carry_the_configured_attempt_limit(TestDb::sqlite().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_pushed_jobs_carry_the_configured_attempt_limit() {
+        let Some(db) = TestDb::postgres().await else {
+            return;
+        };
+        pushed_jobs_carry_the_configured_attempt_limit(db).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_second_push_of_a_key_is_already_queued() {
+        second_push_of_a_key_is_already_queued(TestDb::sqlite().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_second_push_of_a_key_is_already_queued() {
+        let Some(db) = TestDb::postgres().await else {
+            return;
+        };
+        second_push_of_a_key_is_already_queued(db).await;
     }
 }

@@ -8,16 +8,10 @@ use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
 use tracing::info;
 
 use crate::error::{Result, WorkerError};
-use crate::jobs::{handle_delivery, sync_connection};
-use crate::queue::{Queue, QueueConfig};
-use crate::sync::SyncContext;
-
-/// What every job handler can reach.
-pub struct WorkerState {
-    pub ctx: SyncContext,
-    pub queue: Queue,
-    pub queue_config: QueueConfig,
-}
+use crate::jobs::handle_delivery::{self, HandleDelivery};
+use crate::jobs::sync_connection;
+use crate::queue::{Backend, Queue};
+use crate::state::WorkerState;
 
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -54,49 +48,52 @@ where
     // Webhook deliveries run beside syncs on their own queue, under a
     // second worker name (apalis names are unique per worker).
     let deliveries_name = format!("{}-deliveries", opts.name);
-    let (d_state, d_cfg) = (state.clone(), cfg.clone());
-    let monitor = match (state.queue.clone(), state.ctx.store.clone()) {
-        (Queue::Sqlite(storage), cmcp_registry::Store::Sqlite(pool)) => {
-            let deliveries = crate::enqueue::sqlite_storage::<handle_delivery::HandleDelivery>(
-                &pool,
-                handle_delivery::QUEUE,
-                &cfg,
-            );
+    let deliveries = Queue::<HandleDelivery>::new(&state.ctx.store, &cfg);
+    let (ctx, queue) = (state.ctx.clone(), state.queue.clone());
+    let d_cfg = cfg.clone();
+    let (d_ctx, d_queue) = (ctx.clone(), queue.clone());
+    // Each job takes what it needs as its own `Data`: the sync context, the
+    // sync queue, the queue settings.
+    let monitor = match (queue.backend(), deliveries.backend()) {
+        (Backend::Sqlite(storage), Backend::Sqlite(deliveries)) => {
+            let (storage, deliveries) = (storage.clone(), deliveries.clone());
             Monitor::new()
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
                         .concurrency(cfg.concurrency)
-                        .data(state.clone())
+                        .data(ctx.clone())
+                        .data(queue.clone())
+                        .data(cfg.clone())
                         .build(sync_connection::handle)
                 })
                 .register(move |_| {
                     WorkerBuilder::new(deliveries_name.clone())
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
                         .concurrency(d_cfg.concurrency)
-                        .data(d_state.clone())
+                        .data(d_ctx.clone())
+                        .data(d_queue.clone())
                         .build(handle_delivery::handle)
                 })
         }
-        (Queue::Postgres(storage), cmcp_registry::Store::Postgres(pool)) => {
-            let deliveries = crate::enqueue::postgres_storage::<handle_delivery::HandleDelivery>(
-                &pool,
-                handle_delivery::QUEUE,
-                &cfg,
-            );
+        (Backend::Postgres(storage), Backend::Postgres(deliveries)) => {
+            let (storage, deliveries) = (storage.clone(), deliveries.clone());
             Monitor::new()
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
                         .concurrency(cfg.concurrency)
-                        .data(state.clone())
+                        .data(ctx.clone())
+                        .data(queue.clone())
+                        .data(cfg.clone())
                         .build(sync_connection::handle)
                 })
                 .register(move |_| {
                     WorkerBuilder::new(deliveries_name.clone())
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
                         .concurrency(d_cfg.concurrency)
-                        .data(d_state.clone())
+                        .data(d_ctx.clone())
+                        .data(d_queue.clone())
                         .build(handle_delivery::handle)
                 })
         }

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cmcp_connectors::{ConnectorError, HttpConfig, ListingReport};
+use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
 use cmcp_domain::{RunFigures, RunOutcome, SpaceAddress, SpaceRecord};
-use cmcp_registry::{Cipher, LeaseAttempt, Store};
+use cmcp_registry::{Cipher, ConnectionRow, LeaseAttempt, Store};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::{info, instrument, warn};
@@ -54,26 +54,117 @@ pub struct SyncContext {
     pub holder: String,
 }
 
-/// How a sync ended.
+/// How a sync ended. A run that did not complete says what trying again
+/// would do, as its failure decided it ([`ConnectorError::intent`]).
 #[derive(Debug, Clone)]
-pub enum SyncResult {
-    Finished {
+pub enum SyncOutcome {
+    /// Every page was read and applied; unseen spaces are marked missing.
+    Complete { run_id: String, figures: RunFigures },
+    /// Some records were applied but the listing did not finish: nothing
+    /// was marked missing.
+    Partial {
         run_id: String,
-        outcome: RunOutcome,
         figures: RunFigures,
-        error: Option<String>,
-        /// The failure may pass with time (a 5xx, a dropped connection); a
-        /// retry later is worthwhile.
-        retryable: bool,
-        /// The platform asked us to wait until then before trying again.
-        retry_at: Option<chrono::DateTime<chrono::Utc>>,
+        why: String,
+        intent: RetryIntent,
+    },
+    /// Nothing was read.
+    Failed {
+        run_id: String,
+        figures: RunFigures,
+        why: String,
+        intent: RetryIntent,
     },
     /// Another worker holds the connection until `until_ms`; nothing ran.
     Deferred { holder: String, until_ms: i64 },
 }
 
+impl SyncOutcome {
+    /// The outcome recorded on the run; `None` when nothing ran.
+    pub fn run_outcome(&self) -> Option<RunOutcome> {
+        match self {
+            SyncOutcome::Complete { .. } => Some(RunOutcome::Complete),
+            SyncOutcome::Partial { .. } => Some(RunOutcome::Partial),
+            SyncOutcome::Failed { .. } => Some(RunOutcome::Failed),
+            SyncOutcome::Deferred { .. } => None,
+        }
+    }
+
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            SyncOutcome::Complete { run_id, .. }
+            | SyncOutcome::Partial { run_id, .. }
+            | SyncOutcome::Failed { run_id, .. } => Some(run_id),
+            SyncOutcome::Deferred { .. } => None,
+        }
+    }
+
+    pub fn figures(&self) -> Option<&RunFigures> {
+        match self {
+            SyncOutcome::Complete { figures, .. }
+            | SyncOutcome::Partial { figures, .. }
+            | SyncOutcome::Failed { figures, .. } => Some(figures),
+            SyncOutcome::Deferred { .. } => None,
+        }
+    }
+
+    /// Why the run did not complete, as recorded on it.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            SyncOutcome::Partial { why, .. } | SyncOutcome::Failed { why, .. } => Some(why),
+            SyncOutcome::Complete { .. } | SyncOutcome::Deferred { .. } => None,
+        }
+    }
+}
+
+/// A run in progress: its row, its clock and what it counted so far.
+struct Run {
+    id: String,
+    started: Instant,
+    figures: RunFigures,
+}
+
+/// How a run ended, before it is recorded.
+enum Ending {
+    Complete,
+    Partial { why: String, intent: RetryIntent },
+    Failed { why: String, intent: RetryIntent },
+}
+
+impl Ending {
+    /// A connector error ends the run; records already applied make it
+    /// partial.
+    fn from_error(e: &ConnectorError, applied_any: bool) -> Ending {
+        let (why, intent) = (e.to_string(), e.intent());
+        if applied_any {
+            Ending::Partial { why, intent }
+        } else {
+            Ending::Failed { why, intent }
+        }
+    }
+
+    fn outcome(&self) -> RunOutcome {
+        match self {
+            Ending::Complete => RunOutcome::Complete,
+            Ending::Partial { .. } => RunOutcome::Partial,
+            Ending::Failed { .. } => RunOutcome::Failed,
+        }
+    }
+
+    fn why(&self) -> Option<&str> {
+        match self {
+            Ending::Complete => None,
+            Ending::Partial { why, .. } | Ending::Failed { why, .. } => Some(why),
+        }
+    }
+}
+
 #[instrument(skip_all, fields(connection_id = %connection_id, trigger = %trigger))]
-pub async fn run_sync(ctx: &SyncContext, connection_id: &str, trigger: &str) -> Result<SyncResult> {
+pub async fn run_sync(
+    ctx: &SyncContext,
+    connection_id: &str,
+    trigger: &str,
+) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
     if let LeaseAttempt::HeldBy { holder, until_ms } = ctx
@@ -82,7 +173,7 @@ pub async fn run_sync(ctx: &SyncContext, connection_id: &str, trigger: &str) -> 
         .await?
     {
         info!(%holder, until_ms, "connection is being synced elsewhere; deferring");
-        return Ok(SyncResult::Deferred { holder, until_ms });
+        return Ok(SyncOutcome::Deferred { holder, until_ms });
     }
     // Holding the lease, no other run of this connection is alive: any run
     // still marked running belonged to a worker that died.
@@ -129,17 +220,36 @@ fn spawn_lease_renewer(
 
 async fn sync_under_lease(
     ctx: &SyncContext,
-    connection: &cmcp_registry::ConnectionRow,
+    connection: &ConnectionRow,
     trigger: &str,
     lost: &AtomicBool,
-) -> Result<SyncResult> {
-    let started = Instant::now();
-    let run_id = ctx
-        .store
-        .start_run(&connection.id, trigger, &ctx.holder)
-        .await?;
-    let mut figures = RunFigures::default();
+) -> Result<SyncOutcome> {
+    let mut run = Run {
+        id: ctx
+            .store
+            .start_run(&connection.id, trigger, &ctx.holder)
+            .await?,
+        started: Instant::now(),
+        figures: RunFigures::default(),
+    };
+    let connector = match connect(ctx, connection).await? {
+        Ok(c) => c,
+        Err(e) => return finish(ctx, run, Ending::from_error(&e, false)).await,
+    };
+    let (listed, seen) = list_and_apply(ctx, connection, connector, &mut run.figures).await?;
+    let ending = match listed {
+        Ok(report) => conclude(ctx, connection, &report, &seen, lost, &mut run.figures).await?,
+        Err(e) => Ending::from_error(&e, run.figures.items_seen > 0),
+    };
+    finish(ctx, run, ending).await
+}
 
+/// The connection's connector, with the shared budget and page cache. The
+/// outer error is the registry's; the inner one ends the run.
+async fn connect(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+) -> Result<std::result::Result<Box<dyn Connector>, ConnectorError>> {
     let token = ctx
         .store
         .connection_token(&ctx.cipher, &connection.id)
@@ -153,24 +263,27 @@ async fn sync_under_lease(
         &token,
     )
     .await;
-    let connector =
-        match cmcp_connectors::build_with(&spec, &connection.settings, token, &ctx.http, deps) {
-            Ok(c) => c,
-            Err(e) => {
-                return finish(
-                    ctx,
-                    &run_id,
-                    RunOutcome::Failed,
-                    figures,
-                    started,
-                    Some(e.to_string()),
-                    false,
-                    None,
-                )
-                .await;
-            }
-        };
+    Ok(cmcp_connectors::build_with(
+        &spec,
+        &connection.settings,
+        token,
+        &ctx.http,
+        deps,
+    ))
+}
 
+/// Runs the listing and applies its pages as they arrive. Returns the
+/// listing's own result and every address it sent; a registry failure
+/// stops the listing and is the error.
+async fn list_and_apply(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    connector: Box<dyn Connector>,
+    figures: &mut RunFigures,
+) -> Result<(
+    std::result::Result<ListingReport, ConnectorError>,
+    HashSet<SpaceAddress>,
+)> {
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
     let listing = tokio::spawn(async move { connector.list(tx).await });
 
@@ -199,88 +312,53 @@ async fn sync_under_lease(
         }
     }
     drop(rx);
-    let report = listing.await.map_err(|e| WorkerError::Sync {
+    let listed = listing.await.map_err(|e| WorkerError::Sync {
         connection_id: connection.id.clone(),
         detail: format!("listing task failed: {e}"),
     })?;
     if let Some(e) = store_error {
         return Err(e.into());
     }
+    Ok((listed, seen))
+}
 
-    let report: std::result::Result<ListingReport, ConnectorError> = report;
-    match report {
-        Ok(report) => {
-            add_http(&mut figures, &report);
-            if let Err(e) = ctx
-                .store
-                .set_connection_risks(&connection.id, &report.risks)
-                .await
-            {
-                warn!(error = %e, "could not record the connection's risks");
-            }
-            let lease_lost = lost.load(Ordering::SeqCst);
-            if report.complete && !lease_lost {
-                figures.missing = ctx.store.mark_missing(&connection.id, &seen).await?;
-                // Mapping proposals follow the catalogue; a failure here is
-                // logged and never fails the sync (the next run retries).
-                if let Err(e) =
-                    cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await
-                {
-                    warn!(error = %e, "could not refresh mapping proposals");
-                }
-                finish(
-                    ctx,
-                    &run_id,
-                    RunOutcome::Complete,
-                    figures,
-                    started,
-                    None,
-                    false,
-                    None,
-                )
-                .await
-            } else {
-                let mut why = report.failures.join("; ");
-                if lease_lost {
-                    why = format!("sync lease lost mid-run; {why}");
-                }
-                finish(
-                    ctx,
-                    &run_id,
-                    RunOutcome::Partial,
-                    figures,
-                    started,
-                    Some(why),
-                    true,
-                    None,
-                )
-                .await
-            }
-        }
-        Err(e) => {
-            let retryable = e.is_retryable();
-            let retry_at = match &e {
-                ConnectorError::RateLimited { retry_at, .. } => Some(*retry_at),
-                _ => None,
-            };
-            let outcome = if figures.items_seen > 0 {
-                RunOutcome::Partial
-            } else {
-                RunOutcome::Failed
-            };
-            finish(
-                ctx,
-                &run_id,
-                outcome,
-                figures,
-                started,
-                Some(e.to_string()),
-                retryable || retry_at.is_some(),
-                retry_at,
-            )
-            .await
-        }
+/// What a listing that returned means for the registry: only a complete
+/// one, with the lease held throughout, marks unseen spaces missing.
+async fn conclude(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    report: &ListingReport,
+    seen: &HashSet<SpaceAddress>,
+    lost: &AtomicBool,
+    figures: &mut RunFigures,
+) -> Result<Ending> {
+    add_http(figures, report);
+    if let Err(e) = ctx
+        .store
+        .set_connection_risks(&connection.id, &report.risks)
+        .await
+    {
+        warn!(error = %e, "could not record the connection's risks");
     }
+    let lease_lost = lost.load(Ordering::SeqCst);
+    if !report.complete || lease_lost {
+        let mut why = report.failures.join("; ");
+        if lease_lost {
+            why = format!("sync lease lost mid-run; {why}");
+        }
+        // A failed page, or another worker took over: both pass with time.
+        return Ok(Ending::Partial {
+            why,
+            intent: RetryIntent::Transient,
+        });
+    }
+    figures.missing = ctx.store.mark_missing(&connection.id, seen).await?;
+    // Mapping proposals follow the catalogue; a failure here is logged and
+    // never fails the sync (the next run retries).
+    if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
+        warn!(error = %e, "could not refresh mapping proposals");
+    }
+    Ok(Ending::Complete)
 }
 
 fn add_http(figures: &mut RunFigures, report: &ListingReport) {
@@ -291,20 +369,17 @@ fn add_http(figures: &mut RunFigures, report: &ListingReport) {
     figures.rate_limit_waits = report.figures.rate_limit_waits;
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn finish(
-    ctx: &SyncContext,
-    run_id: &str,
-    outcome: RunOutcome,
-    mut figures: RunFigures,
-    started: Instant,
-    error: Option<String>,
-    retryable: bool,
-    retry_at: Option<chrono::DateTime<chrono::Utc>>,
-) -> Result<SyncResult> {
+/// Records the run's end and says how the sync ended.
+async fn finish(ctx: &SyncContext, run: Run, ending: Ending) -> Result<SyncOutcome> {
+    let Run {
+        id: run_id,
+        started,
+        mut figures,
+    } = run;
     figures.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let outcome = ending.outcome();
     ctx.store
-        .finish_run(run_id, outcome, &figures, error.as_deref())
+        .finish_run(&run_id, outcome, &figures, ending.why())
         .await?;
     info!(
         run_id,
@@ -319,12 +394,19 @@ async fn finish(
         duration_ms = figures.duration_ms,
         "sync run finished"
     );
-    Ok(SyncResult::Finished {
-        run_id: run_id.to_owned(),
-        outcome,
-        figures,
-        error,
-        retryable,
-        retry_at,
+    Ok(match ending {
+        Ending::Complete => SyncOutcome::Complete { run_id, figures },
+        Ending::Partial { why, intent } => SyncOutcome::Partial {
+            run_id,
+            figures,
+            why,
+            intent,
+        },
+        Ending::Failed { why, intent } => SyncOutcome::Failed {
+            run_id,
+            figures,
+            why,
+            intent,
+        },
     })
 }

@@ -15,8 +15,6 @@
 //! a full sync instead; a Drive change notification reads the changes feeds
 //! through `drive::run_incremental`.
 
-use std::sync::Arc;
-
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_domain::{RiskNotice, SpaceAddress, SpaceKind};
 use cmcp_registry::{DeliveryRow, DeliveryStatus, NewAuditEntry};
@@ -30,10 +28,15 @@ use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
 use crate::jobs::sync_connection::SyncConnection;
-use crate::runner::WorkerState;
+use crate::queue::{Job, Queue};
+use crate::sync::SyncContext;
 
 pub const NAME: &str = "handle_delivery";
 pub use cmcp_registry::store::HANDLE_DELIVERY_QUEUE as QUEUE;
+
+impl Job for HandleDelivery {
+    const QUEUE: &'static str = QUEUE;
+}
 
 /// The job's arguments, as the store writes them (`{"delivery_id": …}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,10 +112,10 @@ pub fn plan(event: &HookEvent) -> Plan {
 #[instrument(skip_all, fields(job = NAME, delivery_id = %job.delivery_id))]
 pub async fn handle(
     job: HandleDelivery,
-    state: Data<Arc<WorkerState>>,
+    ctx: Data<SyncContext>,
+    queue: Data<Queue<SyncConnection>>,
 ) -> std::result::Result<String, BoxDynError> {
-    let state: &WorkerState = &state;
-    let store = &state.ctx.store;
+    let store = &ctx.store;
     let row = store.get_delivery(&job.delivery_id).await?;
     if row.status != DeliveryStatus::Received {
         return Ok(format!("already {}", row.status.as_str()));
@@ -129,13 +132,22 @@ pub async fn handle(
         }
     };
     let plan = plan(&event);
-    match apply(state, &row, &plan).await {
+    match apply(&ctx, &queue, &row, &plan).await {
         Ok(done) => {
             store
                 .finish_delivery(&row.id, DeliveryStatus::Processed, None)
                 .await?;
             info!(connection_id = %row.connection_id, event = %row.event, %done, "delivery processed");
             Ok(done)
+        }
+        Err(e) if e.intent().is_permanent() => {
+            // A rejected credential or a missing permission does not pass
+            // by retrying: the delivery fails now, with the reason.
+            store
+                .finish_delivery(&row.id, DeliveryStatus::Failed, Some(&e.to_string()))
+                .await?;
+            warn!(connection_id = %row.connection_id, event = %row.event, error = %e, "delivery failed for good; not retried");
+            Ok(format!("failed: {e}"))
         }
         Err(e) => {
             // Left `received`: apalis retries the job, and the oldest
@@ -146,11 +158,15 @@ pub async fn handle(
     }
 }
 
-async fn apply(state: &WorkerState, row: &DeliveryRow, plan: &Plan) -> Result<String> {
-    let ctx = &state.ctx;
+async fn apply(
+    ctx: &SyncContext,
+    queue: &Queue<SyncConnection>,
+    row: &DeliveryRow,
+    plan: &Plan,
+) -> Result<String> {
     match plan {
         Plan::Nothing(why) => Ok(format!("nothing to do: {why}")),
-        Plan::FullSync(why) => full_sync(state, row, why).await,
+        Plan::FullSync(why) => full_sync(queue, row, why).await,
         Plan::DriveChanges => {
             match crate::drive::run_incremental(ctx, &row.connection_id).await? {
                 crate::drive::IncrementalOutcome::Applied(r) => Ok(format!(
@@ -203,25 +219,18 @@ async fn apply(state: &WorkerState, row: &DeliveryRow, plan: &Plan) -> Result<St
                 &conn.settings,
                 token,
                 &ctx.http,
-            )
-            .map_err(|e| WorkerError::Sync {
-                connection_id: conn.id.clone(),
-                detail: e.to_string(),
-            })?;
+            )?;
             for (kind, id) in targets {
                 let Some(tenant) = ctx.store.connection_tenant(&conn.id, *kind).await? else {
                     // Never synced: the first sync reads everything anyway.
-                    return full_sync(state, row, "connection not synced yet").await;
+                    return full_sync(queue, row, "connection not synced yet").await;
                 };
                 let address =
                     SpaceAddress::new(*kind, &tenant, id).map_err(|e| WorkerError::Sync {
                         connection_id: conn.id.clone(),
                         detail: format!("cannot address {kind} {id}: {e}"),
                     })?;
-                let outcome = c.read(&address).await.map_err(|e| WorkerError::Sync {
-                    connection_id: conn.id.clone(),
-                    detail: format!("read {address}: {e}"),
-                })?;
+                let outcome = c.read(&address).await?;
                 match outcome {
                     cmcp_connectors::ReadOutcome::Found(record) => {
                         let stats = ctx
@@ -246,9 +255,8 @@ async fn apply(state: &WorkerState, row: &DeliveryRow, plan: &Plan) -> Result<St
 
 /// Queue a full sync of the delivery's connection, once per delivery even
 /// if this job runs again.
-async fn full_sync(state: &WorkerState, row: &DeliveryRow, why: &str) -> Result<String> {
-    state
-        .queue
+async fn full_sync(queue: &Queue<SyncConnection>, row: &DeliveryRow, why: &str) -> Result<String> {
+    queue
         .push(
             SyncConnection::new(&row.connection_id, "webhook"),
             None,

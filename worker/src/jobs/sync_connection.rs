@@ -1,24 +1,29 @@
 //! `sync_connection`: read one connection's whole catalogue into the
 //! registry.
 //!
-//! Retries are the job's own: a run that failed in a way time may cure (5xx,
-//! dropped connections, a rate limit) queues its successor with exponential
-//! backoff and jitter, or at the platform's reset time, as a new durable job.
-//! A worker slot is never held asleep, and a restart loses no retry.
+//! Retries are the job's own and follow the run's [`RetryIntent`]: a run
+//! that failed in a way time may cure (5xx, dropped connections) queues its
+//! successor with exponential backoff and jitter, a rate-limited one at the
+//! platform's reset time, each as a new durable job. A permanent failure (a
+//! rejected credential, a missing permission or organisation) queues
+//! nothing: the connection needs an operator. A worker slot is never held
+//! asleep, and a restart loses no retry.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data};
+use cmcp_connectors::RetryIntent;
 use cmcp_domain::RunOutcome;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use tracing::{error, info, instrument, warn};
+use tracing::{error, instrument, warn};
 
-use crate::runner::WorkerState;
-use crate::sync::{SyncResult, run_sync};
+use crate::queue::{Job, Queue, QueueConfig};
+use crate::sync::{SyncContext, SyncOutcome, run_sync};
 
 pub const NAME: &str = "sync_connection";
+/// The queue's fixed name.
+pub const QUEUE: &str = "sync-connection";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncConnection {
@@ -28,6 +33,10 @@ pub struct SyncConnection {
     /// 0 for a first try; retries count up.
     #[serde(default)]
     pub attempt: u32,
+}
+
+impl Job for SyncConnection {
+    const QUEUE: &'static str = QUEUE;
 }
 
 impl SyncConnection {
@@ -54,81 +63,105 @@ pub fn backoff(attempt: u32, min: Duration, max: Duration) -> Duration {
 #[instrument(skip_all, fields(job = NAME, connection_id = %job.connection_id, attempt = job.attempt))]
 pub async fn handle(
     job: SyncConnection,
-    state: Data<Arc<WorkerState>>,
+    ctx: Data<SyncContext>,
+    queue: Data<Queue<SyncConnection>>,
+    cfg: Data<QueueConfig>,
 ) -> Result<String, BoxDynError> {
-    let state: &WorkerState = &state;
+    Ok(run(&job, &ctx, &queue, &cfg).await?)
+}
+
+/// The job itself, apart from apalis: sync the connection, then queue its
+/// successor when the run says so. Returns what the job reports.
+pub async fn run(
+    job: &SyncConnection,
+    ctx: &SyncContext,
+    queue: &Queue<SyncConnection>,
+    cfg: &QueueConfig,
+) -> crate::Result<String> {
     // A Drive full sync also records each drive's change-feed position, so
     // webhook notifications can read only what changed since.
-    let platform = state
-        .ctx
-        .store
-        .get_connection(&job.connection_id)
-        .await?
-        .platform;
+    let platform = ctx.store.get_connection(&job.connection_id).await?.platform;
     let result = if platform == cmcp_domain::Platform::Drive {
-        crate::drive::run_full(&state.ctx, &job.connection_id, &job.trigger).await?
+        crate::drive::run_full(ctx, &job.connection_id, &job.trigger).await?
     } else {
-        run_sync(&state.ctx, &job.connection_id, &job.trigger).await?
+        run_sync(ctx, &job.connection_id, &job.trigger).await?
     };
     match result {
-        SyncResult::Deferred { holder, until_ms } => {
+        SyncOutcome::Deferred { holder, until_ms } => {
             let wait_ms = (until_ms - chrono::Utc::now().timestamp_millis()).max(0);
             let delay = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))
                 + backoff(0, Duration::from_millis(200), Duration::from_secs(2));
-            state.queue.push(job.clone(), Some(delay), None).await?;
+            queue.push(job.clone(), Some(delay), None).await?;
             Ok(format!(
                 "deferred: {holder} holds the connection; retrying in {delay:?}"
             ))
         }
-        SyncResult::Finished {
-            outcome: RunOutcome::Complete,
-            run_id,
-            figures,
-            ..
-        } => Ok(format!(
+        SyncOutcome::Complete { run_id, figures } => Ok(format!(
             "complete: run {run_id}, {} seen, {} created, {} renamed, {} missing",
             figures.items_seen, figures.created, figures.renamed, figures.missing
         )),
-        SyncResult::Finished {
-            outcome,
+        SyncOutcome::Partial {
             run_id,
-            error,
-            retryable,
-            retry_at,
+            why,
+            intent,
             ..
-        } => {
-            let why = error.unwrap_or_default();
-            let cfg = &state.queue_config;
-            if !retryable {
-                error!(run_id, outcome = outcome.as_str(), error = %why, "sync failed and will not be retried: the connection needs attention");
-                return Ok(format!("{}: {why}", outcome.as_str()));
-            }
-            if job.attempt + 1 >= cfg.max_attempts {
-                error!(run_id, attempts = job.attempt + 1, error = %why, "sync gave up after its last attempt");
-                return Ok(format!("gave up after {} attempts: {why}", job.attempt + 1));
-            }
-            let delay = match retry_at {
-                Some(at) => {
-                    (at - chrono::Utc::now()).to_std().unwrap_or_default()
-                        + backoff(0, Duration::from_millis(500), Duration::from_secs(5))
-                }
-                None => backoff(job.attempt, cfg.retry_backoff_min, cfg.retry_backoff_max),
-            };
-            let next = SyncConnection {
-                attempt: job.attempt + 1,
-                trigger: "retry".to_owned(),
-                ..job.clone()
-            };
-            state.queue.push(next, Some(delay), None).await?;
-            warn!(run_id, outcome = outcome.as_str(), error = %why, retry_in_ms = delay.as_millis() as u64, "sync incomplete; retry queued");
-            info!(run_id, "retry queued");
-            Ok(format!(
-                "{}: {why}; retry {} in {delay:?}",
-                outcome.as_str(),
-                job.attempt + 1
-            ))
-        }
+        } => retry(job, queue, cfg, RunOutcome::Partial, &run_id, &why, intent).await,
+        SyncOutcome::Failed {
+            run_id,
+            why,
+            intent,
+            ..
+        } => retry(job, queue, cfg, RunOutcome::Failed, &run_id, &why, intent).await,
     }
+}
+
+/// When the job's successor should run, if at all.
+fn next_delay(job: &SyncConnection, cfg: &QueueConfig, intent: RetryIntent) -> Option<Duration> {
+    match intent {
+        RetryIntent::Permanent => None,
+        _ if job.attempt + 1 >= cfg.max_attempts => None,
+        RetryIntent::RetryAfter(at) => Some(
+            (at - chrono::Utc::now()).to_std().unwrap_or_default()
+                + backoff(0, Duration::from_millis(500), Duration::from_secs(5)),
+        ),
+        RetryIntent::Transient => Some(backoff(
+            job.attempt,
+            cfg.retry_backoff_min,
+            cfg.retry_backoff_max,
+        )),
+    }
+}
+
+/// Queue the successor of a run that did not complete, as its intent says.
+async fn retry(
+    job: &SyncConnection,
+    queue: &Queue<SyncConnection>,
+    cfg: &QueueConfig,
+    outcome: RunOutcome,
+    run_id: &str,
+    why: &str,
+    intent: RetryIntent,
+) -> crate::Result<String> {
+    let Some(delay) = next_delay(job, cfg, intent) else {
+        if intent.is_permanent() {
+            error!(run_id, outcome = outcome.as_str(), error = %why, "sync failed and will not be retried: the connection needs attention");
+            return Ok(format!("{}: {why}", outcome.as_str()));
+        }
+        error!(run_id, attempts = job.attempt + 1, error = %why, "sync gave up after its last attempt");
+        return Ok(format!("gave up after {} attempts: {why}", job.attempt + 1));
+    };
+    let next = SyncConnection {
+        attempt: job.attempt + 1,
+        trigger: "retry".to_owned(),
+        ..job.clone()
+    };
+    queue.push(next, Some(delay), None).await?;
+    warn!(run_id, outcome = outcome.as_str(), error = %why, retry_in_ms = delay.as_millis() as u64, "sync incomplete; retry queued");
+    Ok(format!(
+        "{}: {why}; retry {} in {delay:?}",
+        outcome.as_str(),
+        job.attempt + 1
+    ))
 }
 
 #[cfg(test)]
@@ -149,5 +182,24 @@ mod tests {
         }
         let samples: std::collections::HashSet<_> = (0..20).map(|_| backoff(5, min, max)).collect();
         assert!(samples.len() > 1, "jitter must vary the delay");
+    }
+
+    #[test]
+    fn only_a_passing_failure_is_tried_again() {
+        let cfg = QueueConfig::default();
+        let job = SyncConnection::new("c", "test");
+        assert_eq!(next_delay(&job, &cfg, RetryIntent::Permanent), None);
+        assert!(next_delay(&job, &cfg, RetryIntent::Transient).is_some());
+        let at = chrono::Utc::now() + chrono::TimeDelta::minutes(10);
+        let delay = next_delay(&job, &cfg, RetryIntent::RetryAfter(at)).unwrap();
+        assert!(
+            delay >= Duration::from_secs(9 * 60),
+            "waits for the reset: {delay:?}"
+        );
+        let last = SyncConnection {
+            attempt: cfg.max_attempts - 1,
+            ..job
+        };
+        assert_eq!(next_delay(&last, &cfg, RetryIntent::Transient), None);
     }
 }
