@@ -34,6 +34,7 @@ mod catalogues;
 mod cheap_resync;
 mod drive;
 mod drive_channels;
+mod lease;
 mod retry_intent;
 mod shared_budget;
 mod signed_hooks;

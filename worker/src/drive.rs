@@ -28,10 +28,11 @@ use cmcp_connectors::drive::{DriveConnector, FolderRead, model};
 use cmcp_domain::{
     AliasKind, Platform, RunFigures, RunOutcome, SpaceAddress, SpaceRecord, SpaceStatus,
 };
-use cmcp_registry::{ConnectionRow, LeaseAttempt, SpaceFilter};
+use cmcp_registry::{ConnectionRow, SpaceFilter};
 use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
+use crate::lease::ConnectionLease;
 use crate::sync::{SyncContext, SyncOutcome, run_sync};
 
 /// What one incremental pass did.
@@ -131,18 +132,21 @@ pub async fn run_incremental(ctx: &SyncContext, connection_id: &str) -> Result<I
             run_full(ctx, connection_id, "drive-changes").await?,
         ));
     }
-    let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-    if let LeaseAttempt::HeldBy { holder, until_ms } = ctx
-        .store
-        .try_acquire_lease(connection_id, &ctx.holder, ttl_ms)
-        .await?
-    {
-        return Ok(IncrementalOutcome::Deferred { holder, until_ms });
-    }
-    let result = incremental_under_lease(ctx, connection_id, positions).await;
-    if let Err(e) = ctx.store.release_lease(connection_id, &ctx.holder).await {
-        warn!(error = %e, "could not release the sync lease; it will lapse");
-    }
+    let lease =
+        match ConnectionLease::acquire(&ctx.store, connection_id, &ctx.holder, ctx.sync.lease_ttl)
+            .await?
+        {
+            Ok(lease) => lease,
+            Err(held) => {
+                crate::lease::log_deferral(&held);
+                return Ok(IncrementalOutcome::Deferred {
+                    holder: held.holder,
+                    until_ms: held.until_ms,
+                });
+            }
+        };
+    let result = incremental_under_lease(ctx, connection_id, positions, &lease).await;
+    lease.release().await;
     result.map(IncrementalOutcome::Applied)
 }
 
@@ -150,6 +154,7 @@ async fn incremental_under_lease(
     ctx: &SyncContext,
     connection_id: &str,
     positions: Vec<cmcp_registry::DrivePageToken>,
+    lease: &ConnectionLease,
 ) -> Result<IncrementalReport> {
     let started = Instant::now();
     let connection = ctx.store.get_connection(connection_id).await?;
@@ -172,6 +177,14 @@ async fn incremental_under_lease(
             report.drives += 1;
             report.changes += batch.changes.len() as u64;
             apply_changes(ctx, &connection, &connector, batch.changes, &mut report).await?;
+            // Another holder may be reading the same feed: moving the
+            // position now could skip what it has not applied yet.
+            if lease.is_lost() {
+                return Err(WorkerError::Sync {
+                    connection_id: connection_id.to_owned(),
+                    detail: "sync lease lost mid-pass; feed positions left as they were".to_owned(),
+                });
+            }
             ctx.store
                 .set_drive_page_token(connection_id, &p.drive_id, &batch.new_start_page_token)
                 .await?;

@@ -2,26 +2,27 @@
 //! registry. It is independent of the queue so tests, the CLI and the job
 //! all run the same code.
 //!
-//! A run holds the connection's lease for its whole length (renewed in the
-//! background), so two workers of a fleet never sync one connection at
-//! once; a killed worker's lease lapses and the job's next pick-up proceeds.
+//! A run holds the connection's lease for its whole length (a
+//! [`ConnectionLease`], renewed in the background), so no two jobs — of one
+//! worker or of a fleet — sync one connection at once; a killed worker's
+//! lease lapses and the job's next pick-up proceeds.
 //! Pages are applied as they arrive. Only a listing in which every page
 //! succeeded marks unseen spaces missing; a partial one changes nothing about
 //! spaces it did not see.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
 use cmcp_domain::{RunFigures, RunOutcome, SpaceAddress, SpaceRecord};
-use cmcp_registry::{Cipher, ConnectionRow, LeaseAttempt, Store};
+use cmcp_registry::{Cipher, ConnectionRow, Store};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
+use crate::lease::ConnectionLease;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -166,56 +167,31 @@ pub async fn run_sync(
     trigger: &str,
 ) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
-    let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-    if let LeaseAttempt::HeldBy { holder, until_ms } = ctx
-        .store
-        .try_acquire_lease(connection_id, &ctx.holder, ttl_ms)
-        .await?
-    {
-        info!(%holder, until_ms, "connection is being synced elsewhere; deferring");
-        return Ok(SyncOutcome::Deferred { holder, until_ms });
-    }
+    let lease =
+        match ConnectionLease::acquire(&ctx.store, connection_id, &ctx.holder, ctx.sync.lease_ttl)
+            .await?
+        {
+            Ok(lease) => lease,
+            Err(held) => {
+                crate::lease::log_deferral(&held);
+                return Ok(SyncOutcome::Deferred {
+                    holder: held.holder,
+                    until_ms: held.until_ms,
+                });
+            }
+        };
     // Holding the lease, no other run of this connection is alive: any run
-    // still marked running belonged to a worker that died.
-    let abandoned = ctx.store.abandon_running_runs(connection_id).await?;
+    // still marked running belonged to a holder whose lease lapsed.
+    let abandoned = ctx
+        .store
+        .abandon_running_runs(connection_id, &ctx.holder)
+        .await?;
     if abandoned > 0 {
         warn!(abandoned, "closed runs left behind by a stopped worker");
     }
-    let lost = Arc::new(AtomicBool::new(false));
-    let renewer = spawn_lease_renewer(ctx.clone(), connection_id.to_owned(), lost.clone());
-    let result = sync_under_lease(ctx, &connection, trigger, &lost).await;
-    renewer.abort();
-    if let Err(e) = ctx.store.release_lease(connection_id, &ctx.holder).await {
-        warn!(error = %e, "could not release the sync lease; it will lapse");
-    }
+    let result = sync_under_lease(ctx, &connection, trigger, lease.lost_flag()).await;
+    lease.release().await;
     result
-}
-
-fn spawn_lease_renewer(
-    ctx: SyncContext,
-    connection_id: String,
-    lost: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let ttl_ms = i64::try_from(ctx.sync.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-        let every = (ctx.sync.lease_ttl / 3).max(Duration::from_millis(50));
-        loop {
-            tokio::time::sleep(every).await;
-            match ctx
-                .store
-                .renew_lease(&connection_id, &ctx.holder, ttl_ms)
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    warn!(connection_id, "sync lease lost to another worker");
-                    lost.store(true, Ordering::SeqCst);
-                    return;
-                }
-                Err(e) => warn!(connection_id, error = %e, "could not renew the sync lease"),
-            }
-        }
-    })
 }
 
 async fn sync_under_lease(

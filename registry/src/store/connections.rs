@@ -191,9 +191,10 @@ impl Store {
         Ok(n > 0)
     }
 
-    /// Take the connection's sync lease for `ttl_ms`, unless another holder's
-    /// lease is still live. This is what keeps two workers of a fleet from
-    /// syncing one connection at once; a killed holder's lease simply lapses.
+    /// Take the connection's sync lease for `ttl_ms`, unless a live lease is
+    /// held — by anyone, `holder` included: the lease is not re-entrant, so
+    /// two jobs of one worker are kept apart exactly like two workers of a
+    /// fleet. A killed holder's lease simply lapses.
     pub async fn try_acquire_lease(
         &self,
         id: &str,
@@ -204,9 +205,9 @@ impl Store {
         let n = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE connections SET lease_owner = $1, lease_until = $2 \
-                 WHERE id = $3 AND (lease_owner IS NULL OR lease_until < $4 OR lease_owner = $1)",
+                 WHERE id = $3 AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $4)",
             )
-            .bind(holder).bind(now + ttl_ms).bind(id).bind(now)
+            .bind(holder).bind(now.saturating_add(ttl_ms)).bind(id).bind(now)
             .execute(pool).await?.rows_affected()
         });
         if n == 1 {
@@ -296,5 +297,97 @@ impl Store {
             insert_audit!(&mut *tx, &entry, now)?;
         });
         self.get_connection(id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cmcp_domain::{ConnectionSpec, Owner, Platform, RunFigures, RunOutcome, Token};
+
+    use super::*;
+    use crate::testing::TestDb;
+
+    async fn backends() -> Vec<TestDb> {
+        let mut dbs = vec![TestDb::sqlite().await];
+        dbs.extend(TestDb::postgres().await);
+        dbs
+    }
+
+    async fn connection(db: &TestDb) {
+        let cipher = Cipher::from_key_bytes(&[1u8; 32]).unwrap();
+        let new = NewConnection {
+            id: "c".to_owned(),
+            spec: ConnectionSpec {
+                platform: Platform::Github,
+                scope: "acme".to_owned(),
+                base_url: "https://api.github.com".to_owned(),
+            },
+            owner: Owner::Company,
+            token: Token::new("ghp_x"),
+            settings: serde_json::json!({}),
+        };
+        db.store
+            .create_connection(&cipher, new, "test")
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_holder_cannot_take_its_own_live_lease_again() {
+        for db in backends().await {
+            connection(&db).await;
+            assert_eq!(
+                db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
+                LeaseAttempt::Acquired
+            );
+            assert!(
+                matches!(
+                    db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
+                    LeaseAttempt::HeldBy { holder, .. } if holder == "w1"
+                ),
+                "a second job of the same worker must defer"
+            );
+            db.store.release_lease("c", "w1").await.unwrap();
+            assert_eq!(
+                db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
+                LeaseAttempt::Acquired
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_the_lease_holder_closes_running_runs_as_abandoned() {
+        for db in backends().await {
+            connection(&db).await;
+            assert_eq!(
+                db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
+                LeaseAttempt::Acquired
+            );
+            let live = db.store.start_run("c", "cli", "w1").await.unwrap();
+            assert_eq!(db.store.abandon_running_runs("c", "w2").await.unwrap(), 0);
+            assert_eq!(
+                db.store.get_run(&live).await.unwrap().outcome,
+                RunOutcome::Running
+            );
+            db.store
+                .finish_run(&live, RunOutcome::Complete, &RunFigures::default(), None)
+                .await
+                .unwrap();
+            // w1 dies mid-run: its lease lapses, and w2 closes the run.
+            let dead = db.store.start_run("c", "cli", "w1").await.unwrap();
+            assert!(db.store.renew_lease("c", "w1", -1).await.unwrap());
+            assert_eq!(
+                db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap(),
+                LeaseAttempt::Acquired
+            );
+            assert_eq!(db.store.abandon_running_runs("c", "w2").await.unwrap(), 1);
+            let run = db.store.get_run(&dead).await.unwrap();
+            assert_eq!(run.outcome, RunOutcome::Failed);
+            assert!(run.error.unwrap().contains("abandoned"));
+            assert_eq!(
+                db.store.get_run(&live).await.unwrap().outcome,
+                RunOutcome::Complete
+            );
+        }
     }
 }

@@ -170,17 +170,22 @@ impl Store {
 }
 
 impl Store {
-    /// Close the runs of a connection left `running` by a worker that died.
-    /// Only the lease holder calls this, so no live run can be among them.
-    pub async fn abandon_running_runs(&self, connection_id: &str) -> Result<u64> {
+    /// Close the runs of a connection left `running` by a holder whose lease
+    /// lapsed. Only the current lease holder may call this (`holder`); the
+    /// check is part of the statement, so a caller without the lease closes
+    /// nothing, and since the lease is not re-entrant no live run can be
+    /// among those closed.
+    pub async fn abandon_running_runs(&self, connection_id: &str, holder: &str) -> Result<u64> {
         let now = now_ms();
         let n = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE sync_runs SET outcome = 'failed', finished_at = $1, \
                  error = 'abandoned: its worker stopped before finishing' \
-                 WHERE connection_id = $2 AND outcome = 'running'",
+                 WHERE connection_id = $2 AND outcome = 'running' \
+                 AND EXISTS (SELECT 1 FROM connections c WHERE c.id = $2 \
+                   AND c.lease_owner = $3 AND c.lease_until >= $1)",
             )
-            .bind(now).bind(connection_id).execute(pool).await?.rows_affected()
+            .bind(now).bind(connection_id).bind(holder).execute(pool).await?.rows_affected()
         });
         Ok(n)
     }

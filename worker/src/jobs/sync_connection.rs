@@ -88,8 +88,9 @@ pub async fn run(
     };
     match result {
         SyncOutcome::Deferred { holder, until_ms } => {
-            let wait_ms = (until_ms - chrono::Utc::now().timestamp_millis()).max(0);
-            let delay = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))
+            // The holder's run is its own business: this job only waits for
+            // the lease to end, then runs.
+            let delay = crate::lease::deferral_delay(until_ms, ctx.sync.lease_ttl)
                 + backoff(0, Duration::from_millis(200), Duration::from_secs(2));
             queue.push(job.clone(), Some(delay), None).await?;
             Ok(format!(
