@@ -17,6 +17,7 @@ pub mod drive;
 pub mod error;
 pub mod github;
 pub mod jira;
+pub mod webhook;
 
 use cmcp_domain::{ConnectionSpec, Platform, RiskNotice, SpaceAddress, SpaceRecord, Token};
 use tokio::sync::mpsc::Sender;

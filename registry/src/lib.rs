@@ -19,5 +19,5 @@ pub use store::{
     StoreOptions, SyncRunRow,
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
-pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded};
+pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
 pub use store::{DriveChannelRow, NewDriveChannel};

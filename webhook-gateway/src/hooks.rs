@@ -29,13 +29,13 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, kept_headers};
 use cmcp_domain::Platform;
 use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError};
 use serde::Deserialize;
 use tracing::{info, warn};
 
 use crate::EdgeState;
-use crate::event::{DeliveryId, HookEvent};
 use crate::metrics::{self as m, Outcome};
 use crate::verify::{
     DriveChannel, GOOG_CHANNEL_ID_HEADER, Unverified, Verified, VerifyError, WebhookSecret,
@@ -67,45 +67,6 @@ pub struct Hooks {
     pub config: GatewayConfig,
 }
 
-/// The headers kept with a delivery: everything parsing and dedupe read,
-/// nothing that authenticates (signatures, Drive channel tokens).
-fn kept_headers(platform: Platform) -> &'static [&'static str] {
-    match platform {
-        Platform::Github => &[
-            "x-github-event",
-            "x-github-delivery",
-            "x-github-hook-id",
-            "x-github-hook-installation-target-type",
-            "x-github-hook-installation-target-id",
-            "content-type",
-            "user-agent",
-        ],
-        Platform::Bitbucket => &[
-            "x-event-key",
-            "x-request-uuid",
-            "x-hook-uuid",
-            "x-attempt-number",
-            "content-type",
-            "user-agent",
-        ],
-        Platform::Jira => &[
-            "x-atlassian-webhook-identifier",
-            "x-atlassian-webhook-retry",
-            "content-type",
-            "user-agent",
-        ],
-        Platform::Drive => &[
-            "x-goog-channel-id",
-            "x-goog-resource-id",
-            "x-goog-resource-state",
-            "x-goog-resource-uri",
-            "x-goog-message-number",
-            "x-goog-channel-expiration",
-            "x-goog-changed",
-        ],
-    }
-}
-
 /// The kept headers of a delivery, as stored.
 pub fn keep_headers(platform: Platform, headers: &HeaderMap) -> Vec<(String, String)> {
     kept_headers(platform)
@@ -117,30 +78,11 @@ pub fn keep_headers(platform: Platform, headers: &HeaderMap) -> Vec<(String, Str
         .collect()
 }
 
-/// Headers read back from the delivery table.
-pub fn stored_headers(pairs: &[(String, String)]) -> HeaderMap {
-    pairs
-        .iter()
-        .filter_map(|(k, v)| {
-            Some((
-                header::HeaderName::from_bytes(k.as_bytes()).ok()?,
-                header::HeaderValue::from_str(v).ok()?,
-            ))
-        })
-        .collect()
-}
-
 /// The delivery id the sender claims, for logs of refused deliveries (it is
 /// not trusted for anything else).
 fn claimed_delivery(platform: Platform, headers: &HeaderMap) -> String {
-    let name = match platform {
-        Platform::Github => "x-github-delivery",
-        Platform::Bitbucket => "x-request-uuid",
-        Platform::Jira => "x-atlassian-webhook-identifier",
-        Platform::Drive => "x-goog-message-number",
-    };
     headers
-        .get(name)
+        .get(claimed_id_header(platform))
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .chars()
@@ -295,7 +237,8 @@ async fn store(
     verification: &str,
 ) -> Response {
     let platform = verified.platform();
-    let (delivery_key, key_error) = match DeliveryId::from_verified(verified) {
+    let (headers, body) = (verified.headers(), verified.body());
+    let (delivery_key, key_error) = match DeliveryId::of(platform, headers, body) {
         Ok(id) => (id.as_str().to_owned(), None),
         // Authentic but without its identity: keep it under a key of its own.
         Err(e) => (
@@ -303,27 +246,28 @@ async fn store(
             Some(e.to_string()),
         ),
     };
-    let (event, status, error, outcome) = match (HookEvent::parse(verified), key_error) {
-        (Ok(ev), None) => {
-            let label = ev.label();
-            match ev {
-                HookEvent::Unknown { .. } | HookEvent::Ignored { .. } => {
-                    if matches!(ev, HookEvent::Unknown { .. }) {
-                        m::unknown_event(platform);
+    let (event, status, error, outcome) =
+        match (HookEvent::parse(platform, headers, body), key_error) {
+            (Ok(ev), None) => {
+                let label = ev.label();
+                match ev {
+                    HookEvent::Unknown { .. } | HookEvent::Ignored { .. } => {
+                        if matches!(ev, HookEvent::Unknown { .. }) {
+                            m::unknown_event(platform);
+                        }
+                        (label, DeliveryStatus::Ignored, None, Outcome::Ignored)
                     }
-                    (label, DeliveryStatus::Ignored, None, Outcome::Ignored)
+                    _ => (label, DeliveryStatus::Received, None, Outcome::Accepted),
                 }
-                _ => (label, DeliveryStatus::Received, None, Outcome::Accepted),
             }
-        }
-        (Ok(ev), Some(e)) => (ev.label(), DeliveryStatus::Failed, Some(e), Outcome::Failed),
-        (Err(e), _) => (
-            "unparseable".to_owned(),
-            DeliveryStatus::Failed,
-            Some(e.to_string()),
-            Outcome::Failed,
-        ),
-    };
+            (Ok(ev), Some(e)) => (ev.label(), DeliveryStatus::Failed, Some(e), Outcome::Failed),
+            (Err(e), _) => (
+                "unparseable".to_owned(),
+                DeliveryStatus::Failed,
+                Some(e.to_string()),
+                Outcome::Failed,
+            ),
+        };
     let new = NewDelivery {
         connection_id: connection.to_owned(),
         platform,

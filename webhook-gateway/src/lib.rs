@@ -2,17 +2,16 @@
 //! Prometheus metrics, and the signed webhook routes
 //! `POST /hooks/{platform}/{connection}` ([`hooks`]). The building blocks of
 //! those routes live beside the router: [`verify`] turns a raw delivery into
-//! a trusted one, [`event`] turns a trusted one into a neutral [`HookEvent`]
-//! and its dedupe key, [`metrics`] declares what is counted.
+//! a trusted one, [`metrics`] declares what is counted. What a trusted
+//! delivery means (its event and dedupe key) is the platform's business and
+//! lives with its connector (`cmcp_connectors::webhook`).
 
-pub mod event;
 pub mod hooks;
 pub mod metrics;
 pub mod verify;
 
 pub use hooks::{GatewayConfig, Hooks};
 
-pub use event::{DeliveryId, HookEvent, ParseError};
 pub use verify::{
     DriveChannel, Unverified, Verified, VerifyError, WebhookSecret, sign, verify_drive_channel,
 };

@@ -3,7 +3,7 @@
 //! A delivery arrives as [`Unverified`]: raw body bytes and headers, exactly
 //! as received. Nothing may read it as JSON until [`Unverified::verify`] (or,
 //! for Drive, [`verify_drive_channel`]) has returned a [`Verified`], the only
-//! thing the event parser accepts. The HMAC is computed over the raw bytes
+//! thing the gateway hands to the event parser. The HMAC is computed over the raw bytes
 //! because every platform signs those, not a re-serialisation (trap 12 of the
 //! upstream notes), and compared in constant time by `hmac`'s `verify_slice`.
 //!
@@ -169,19 +169,6 @@ impl Verified {
 
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
-    }
-
-    /// Rebuild a delivery the gateway verified at receipt and stored, so a
-    /// job can parse it later. Only for bodies read back from the delivery
-    /// store, which holds nothing but deliveries that passed
-    /// [`Unverified::verify`] or [`verify_drive_channel`]; never call it on
-    /// anything that came from the network.
-    pub fn from_stored(platform: Platform, headers: HeaderMap, body: impl Into<Bytes>) -> Verified {
-        Verified {
-            platform,
-            body: body.into(),
-            headers,
-        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod budget;
 pub mod client;
 pub mod mapping;
 pub mod model;
+pub mod webhook;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -28,6 +28,7 @@ pub mod client;
 pub mod mapping;
 pub mod model;
 mod watch;
+pub mod webhook;
 
 use std::collections::HashSet;
 

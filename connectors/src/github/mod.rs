@@ -20,6 +20,7 @@ mod listing;
 pub mod mapping;
 pub mod model;
 pub mod scopes;
+pub mod webhook;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

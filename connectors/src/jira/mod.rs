@@ -14,6 +14,7 @@
 pub mod client;
 pub mod mapping;
 pub mod model;
+pub mod webhook;
 
 use std::sync::{Mutex, PoisonError};
 

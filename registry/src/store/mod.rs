@@ -28,6 +28,7 @@ mod places;
 mod proposals;
 mod runs;
 mod spaces;
+mod stored_delivery;
 mod webhooks;
 
 pub use audit::{AuditEntry, NewAuditEntry};
@@ -46,6 +47,7 @@ pub use proposals::{
 };
 pub use runs::SyncRunRow;
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
+pub use stored_delivery::StoredDelivery;
 pub use webhooks::{
     DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob, Recorded, new_ulid,
 };

@@ -11,12 +11,9 @@ use hmac::Mac;
 
 use super::{Verified, VerifyError, WebhookSecret};
 
-/// Drive: the channel id the fleet chose at `changes.watch`.
-pub const GOOG_CHANNEL_ID_HEADER: &str = "x-goog-channel-id";
-/// Drive: the channel token the fleet chose at `changes.watch`.
-pub const GOOG_CHANNEL_TOKEN_HEADER: &str = "x-goog-channel-token";
-/// Drive: the resource id Google returned at `changes.watch`.
-pub const GOOG_RESOURCE_ID_HEADER: &str = "x-goog-resource-id";
+pub use cmcp_connectors::drive::webhook::{
+    GOOG_CHANNEL_ID_HEADER, GOOG_CHANNEL_TOKEN_HEADER, GOOG_RESOURCE_ID_HEADER,
+};
 
 /// The Drive channel the fleet registered with `changes.watch`: its own
 /// channel id and token, and the resource id Google answered with.

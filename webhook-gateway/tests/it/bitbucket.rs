@@ -1,10 +1,10 @@
 //! Every Bitbucket webhook sample parses; uuids come out canonical.
 
+use cmcp_connectors::webhook::HookEvent;
+use cmcp_connectors::webhook::{BitbucketEvent, BitbucketRepo, Change};
 use cmcp_domain::{Platform, SpaceAddress, SpaceKind};
-use cmcp_webhook_gateway::event::{BitbucketEvent, BitbucketRepo, Change};
-use cmcp_webhook_gateway::{DeliveryId, HookEvent};
 
-use crate::support::{fixture, payload_files, verified};
+use crate::support::{delivery_id, fixture, parse_verified, payload_files, verified};
 
 const REPO_UUID: &str = "673a6070-3421-46c9-9d48-90745f7bfe8e";
 
@@ -14,7 +14,7 @@ fn parse(event_key: &str, file: &str) -> HookEvent {
         &[("X-Event-Key", event_key)],
         &fixture("bitbucket", file),
     );
-    HookEvent::parse(&v).unwrap()
+    parse_verified(&v).unwrap()
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn braced_and_upper_case_uuids_are_one_space() {
             &[("X-Event-Key", "repo:deleted")],
             body,
         );
-        match HookEvent::parse(&v).unwrap() {
+        match parse_verified(&v).unwrap() {
             HookEvent::Bitbucket(BitbucketEvent::RepoDeleted { repo }) => repo.uuid,
             other => panic!("{other:?}"),
         }
@@ -114,7 +114,7 @@ fn delivery_key_is_request_uuid_and_content() {
     let body = fixture("bitbucket", "webhook-repo-updated.json");
     let key = |request: &str, body: &[u8]| {
         let v = verified(Platform::Bitbucket, &[("X-Request-UUID", request)], body);
-        DeliveryId::from_verified(&v).unwrap()
+        delivery_id(&v).unwrap()
     };
     let a = key("6b6c3a9e-0000-4000-8000-000000000001", &body);
     assert_eq!(a, key("6B6C3A9E-0000-4000-8000-000000000001", &body));
@@ -125,5 +125,5 @@ fn delivery_key_is_request_uuid_and_content() {
             .starts_with("bitbucket:6b6c3a9e-0000-4000-8000-000000000001:")
     );
     let none = verified(Platform::Bitbucket, &[], &body);
-    assert!(DeliveryId::from_verified(&none).is_err());
+    assert!(delivery_id(&none).is_err());
 }

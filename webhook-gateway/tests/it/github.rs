@@ -1,12 +1,12 @@
 //! Every GitHub webhook sample parses into the event the catalogue expects.
 
-use cmcp_domain::Platform;
-use cmcp_webhook_gateway::event::{
+use cmcp_connectors::webhook::HookEvent;
+use cmcp_connectors::webhook::{
     GithubEvent, GithubRepo, InstallationAction, RepoAction, RepoMembership,
 };
-use cmcp_webhook_gateway::{DeliveryId, HookEvent};
+use cmcp_domain::Platform;
 
-use crate::support::{fixture, payload_files, verified};
+use crate::support::{delivery_id, fixture, parse_verified, payload_files, verified};
 
 fn hello_world() -> GithubRepo {
     GithubRepo {
@@ -141,7 +141,7 @@ fn every_github_sample_parses_into_its_event() {
             ],
             &fixture("github", file),
         );
-        assert_eq!(HookEvent::parse(&v).unwrap(), expected, "{file}");
+        assert_eq!(parse_verified(&v).unwrap(), expected, "{file}");
     }
 }
 
@@ -153,7 +153,7 @@ fn a_sample_under_an_unmodelled_event_name_is_unknown() {
         &fixture("github", "webhook-repository-created.json"),
     );
     assert_eq!(
-        HookEvent::parse(&v).unwrap(),
+        parse_verified(&v).unwrap(),
         HookEvent::Unknown {
             platform: Platform::Github,
             event: "star".into(),
@@ -175,7 +175,7 @@ fn redelivery_keeps_the_key_and_another_hook_does_not() {
             ],
             &body,
         );
-        DeliveryId::from_verified(&v).unwrap()
+        delivery_id(&v).unwrap()
     };
     assert_eq!(key("7"), key("7"));
     assert_ne!(key("7"), key("8"));
@@ -184,7 +184,7 @@ fn redelivery_keeps_the_key_and_another_hook_does_not() {
         "github:7:72d3162e-cc78-11e3-81ab-4c9367dc0958"
     );
     let no_hook = verified(Platform::Github, &[("X-GitHub-Delivery", "x")], &body);
-    assert!(DeliveryId::from_verified(&no_hook).is_err());
+    assert!(delivery_id(&no_hook).is_err());
 }
 
 #[test]
@@ -194,5 +194,5 @@ fn a_signed_body_that_is_not_json_is_a_parse_error() {
         &[("X-GitHub-Event", "repository")],
         b"payload=%7B%7D",
     );
-    assert!(HookEvent::parse(&v).is_err());
+    assert!(parse_verified(&v).is_err());
 }

@@ -1,10 +1,10 @@
 //! The Jira webhook sample parses; its numeric project id becomes a string.
 
+use cmcp_connectors::webhook::HookEvent;
+use cmcp_connectors::webhook::{JiraEvent, JiraProject, ProjectChange};
 use cmcp_domain::Platform;
-use cmcp_webhook_gateway::event::{JiraEvent, JiraProject, ProjectChange};
-use cmcp_webhook_gateway::{DeliveryId, HookEvent};
 
-use crate::support::{fixture, payload_files, verified};
+use crate::support::{delivery_id, fixture, parse_verified, payload_files, verified};
 
 const SAMPLE: &str = "webhook-project_created.third-party-doc-example.json";
 
@@ -27,7 +27,7 @@ fn every_jira_sample_parses_into_its_event() {
         &body,
     );
     assert_eq!(
-        HookEvent::parse(&v).unwrap(),
+        parse_verified(&v).unwrap(),
         HookEvent::Jira(JiraEvent::Project {
             change: ProjectChange::Created,
             project: JiraProject {
@@ -37,10 +37,7 @@ fn every_jira_sample_parses_into_its_event() {
             },
         })
     );
-    assert_eq!(
-        DeliveryId::from_verified(&v).unwrap().as_str(),
-        "jira:3f2e1d"
-    );
+    assert_eq!(delivery_id(&v).unwrap().as_str(), "jira:3f2e1d");
 }
 
 /// The same project as REST would name it (`"id": "12345"`) is the same id.
@@ -49,7 +46,7 @@ fn string_and_number_ids_agree() {
     let body = String::from_utf8(fixture("jira", SAMPLE)).unwrap();
     let as_string = body.replacen("\"id\": 12345", "\"id\": \"12345\"", 1);
     assert_ne!(body, as_string);
-    let id = |b: &str| match HookEvent::parse(&verified(Platform::Jira, &[], b.as_bytes())) {
+    let id = |b: &str| match parse_verified(&verified(Platform::Jira, &[], b.as_bytes())) {
         Ok(HookEvent::Jira(JiraEvent::Project { project, .. })) => project.id,
         other => panic!("{other:?}"),
     };

@@ -2,10 +2,10 @@
 
 use cmcp_domain::Platform;
 use cmcp_webhook_gateway::verify::{GITHUB_SIGNATURE_HEADER, HUB_SIGNATURE_HEADER};
-use cmcp_webhook_gateway::{DeliveryId, Unverified, VerifyError, WebhookSecret};
+use cmcp_webhook_gateway::{Unverified, VerifyError, WebhookSecret};
 use serde_json::Value;
 
-use crate::support::{SECRET, delivery, fixture, headers, payload_files, verified};
+use crate::support::{SECRET, delivery, delivery_id, fixture, headers, payload_files, verified};
 
 #[test]
 fn githubs_documented_test_vector_verifies() {
@@ -148,7 +148,7 @@ fn documented_github_delivery_headers() {
         .collect();
     let v = verified(Platform::Github, &routing, br#"{"action":"opened"}"#);
     assert_eq!(
-        DeliveryId::from_verified(&v).unwrap().as_str(),
+        delivery_id(&v).unwrap().as_str(),
         "github:292430182:72d3162e-cc78-11e3-81ab-4c9367dc0958"
     );
 }

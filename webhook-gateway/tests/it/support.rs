@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use cmcp_connectors::webhook::{DeliveryId, HookEvent, ParseError};
 use cmcp_domain::Platform;
 use cmcp_webhook_gateway::verify::{GITHUB_SIGNATURE_HEADER, HUB_SIGNATURE_HEADER};
 use cmcp_webhook_gateway::{Unverified, Verified, WebhookSecret, sign};
@@ -70,4 +71,14 @@ pub fn verified(platform: Platform, extra: &[(&str, &str)], body: &[u8]) -> Veri
     delivery(platform, SECRET, extra, body)
         .verify(&[WebhookSecret::from(SECRET)])
         .expect("a delivery signed with the connection's secret verifies")
+}
+
+/// What the gateway makes of a verified delivery: its event...
+pub fn parse_verified(v: &Verified) -> Result<HookEvent, ParseError> {
+    HookEvent::parse(v.platform(), v.headers(), v.body())
+}
+
+/// ...and its dedupe key.
+pub fn delivery_id(v: &Verified) -> Result<DeliveryId, ParseError> {
+    DeliveryId::of(v.platform(), v.headers(), v.body())
 }

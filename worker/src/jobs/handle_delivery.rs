@@ -2,9 +2,11 @@
 //! refresh.
 //!
 //! The gateway stored the delivery (verified at receipt) and this job in one
-//! transaction. Here the stored bytes are parsed again and each affected
-//! entity is re-read by its stable id through `Connector::read`, then
-//! applied with `Store::apply_page`, the same path as a sync. A payload is
+//! transaction. Here the stored bytes are parsed again by the platform's own
+//! code (`cmcp_connectors::webhook`), which also says what the event asks
+//! for (its [`Plan`]); each affected entity is re-read by its stable id
+//! through `Connector::read`, then applied with `Store::apply_page`, the
+//! same path as a sync. A payload is
 //! never trusted for the entity's state: it only says what to re-read, so a
 //! late or reordered delivery cannot roll the registry back. A deletion is
 //! believed only when the direct read answers Gone, and only then is the
@@ -16,13 +18,9 @@
 //! through `drive::run_incremental`.
 
 use apalis::prelude::{BoxDynError, Data};
-use cmcp_domain::{RiskNotice, SpaceAddress, SpaceKind};
-use cmcp_registry::{DeliveryRow, DeliveryStatus, NewAuditEntry};
-use cmcp_webhook_gateway::event::{
-    BitbucketEvent, GithubEvent, InstallationAction, JiraEvent, ResourceState,
-};
-use cmcp_webhook_gateway::hooks::stored_headers;
-use cmcp_webhook_gateway::{HookEvent, Verified};
+use cmcp_connectors::webhook::{HookEvent, Plan};
+use cmcp_domain::{RiskNotice, SpaceAddress};
+use cmcp_registry::{DeliveryStatus, NewAuditEntry, StoredDelivery};
 use serde::{Deserialize, Serialize};
 use tracing::{info, instrument, warn};
 
@@ -44,71 +42,6 @@ pub struct HandleDelivery {
     pub delivery_id: String,
 }
 
-/// What a delivery asks of the catalogue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// Re-read these `(kind, stable id)` entities by id.
-    Refresh(Vec<(SpaceKind, String)>),
-    /// Too much may have changed for targeted reads.
-    FullSync(&'static str),
-    /// The hook itself was deleted on the platform: flag the connection.
-    HookDeleted,
-    /// Drive said something changed: read the changes feeds from their
-    /// stored positions (`drive::run_incremental`).
-    DriveChanges,
-    /// Acknowledged, nothing to do.
-    Nothing(&'static str),
-}
-
-/// The plan for one event. Pure, so every mapping is testable alone.
-pub fn plan(event: &HookEvent) -> Plan {
-    match event {
-        HookEvent::Github(e) => match e {
-            GithubEvent::Repository { repo, .. } => {
-                Plan::Refresh(vec![(SpaceKind::GithubRepo, repo.id.clone())])
-            }
-            GithubEvent::InstallationRepositories { added, removed, .. } => Plan::Refresh(
-                added
-                    .iter()
-                    .chain(removed)
-                    .map(|id| (SpaceKind::GithubRepo, id.clone()))
-                    .collect(),
-            ),
-            // A deleted or suspended installation hides every repository it
-            // covered; that is not a deletion of any of them (trap 1).
-            GithubEvent::Installation { action, .. } => match action {
-                InstallationAction::Deleted | InstallationAction::Suspend => {
-                    Plan::Nothing("installation lost access; spaces are not deleted")
-                }
-                _ => Plan::FullSync("installation access changed"),
-            },
-            GithubEvent::OrganizationRenamed { .. } => Plan::FullSync("organization renamed"),
-            GithubEvent::Ping { .. } => Plan::Nothing("ping"),
-            GithubEvent::HookDeleted { .. } => Plan::HookDeleted,
-        },
-        HookEvent::Bitbucket(e) => Plan::Refresh(vec![match e {
-            BitbucketEvent::RepoCreated { repo }
-            | BitbucketEvent::RepoDeleted { repo }
-            | BitbucketEvent::RepoUpdated { repo, .. }
-            | BitbucketEvent::RepoTransferred { repo, .. } => {
-                (SpaceKind::BitbucketRepo, repo.uuid.clone())
-            }
-            BitbucketEvent::ProjectUpdated { project, .. } => {
-                (SpaceKind::BitbucketProject, project.uuid.clone())
-            }
-        }]),
-        HookEvent::Jira(JiraEvent::Project { project, .. }) => {
-            Plan::Refresh(vec![(SpaceKind::JiraProject, project.id.clone())])
-        }
-        // The notification does not say what changed: the changes feed does.
-        HookEvent::Drive(d) => match d.state {
-            ResourceState::Sync => Plan::Nothing("drive channel opened"),
-            ResourceState::Change => Plan::DriveChanges,
-        },
-        HookEvent::Ignored { .. } | HookEvent::Unknown { .. } => Plan::Nothing("not modelled"),
-    }
-}
-
 #[instrument(skip_all, fields(job = NAME, delivery_id = %job.delivery_id))]
 pub async fn handle(
     job: HandleDelivery,
@@ -116,43 +49,41 @@ pub async fn handle(
     queue: Data<Queue<SyncConnection>>,
 ) -> std::result::Result<String, BoxDynError> {
     let store = &ctx.store;
-    let row = store.get_delivery(&job.delivery_id).await?;
-    if row.status != DeliveryStatus::Received {
-        return Ok(format!("already {}", row.status.as_str()));
+    let row = store.stored_delivery(&job.delivery_id).await?;
+    if row.status() != DeliveryStatus::Received {
+        return Ok(format!("already {}", row.status().as_str()));
     }
-    let verified =
-        Verified::from_stored(row.platform, stored_headers(&row.headers), row.body.clone());
-    let event = match HookEvent::parse(&verified) {
+    let event = match HookEvent::parse(row.platform(), row.headers(), row.body()) {
         Ok(e) => e,
         Err(e) => {
             store
-                .finish_delivery(&row.id, DeliveryStatus::Failed, Some(&e.to_string()))
+                .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&e.to_string()))
                 .await?;
             return Ok(format!("failed: {e}"));
         }
     };
-    let plan = plan(&event);
+    let plan = event.plan();
     match apply(&ctx, &queue, &row, &plan).await {
         Ok(done) => {
             store
-                .finish_delivery(&row.id, DeliveryStatus::Processed, None)
+                .finish_delivery(row.id(), DeliveryStatus::Processed, None)
                 .await?;
-            info!(connection_id = %row.connection_id, event = %row.event, %done, "delivery processed");
+            info!(connection_id = %row.connection_id(), event = %row.event(), %done, "delivery processed");
             Ok(done)
         }
         Err(e) if e.intent().is_permanent() => {
             // A rejected credential or a missing permission does not pass
             // by retrying: the delivery fails now, with the reason.
             store
-                .finish_delivery(&row.id, DeliveryStatus::Failed, Some(&e.to_string()))
+                .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&e.to_string()))
                 .await?;
-            warn!(connection_id = %row.connection_id, event = %row.event, error = %e, "delivery failed for good; not retried");
+            warn!(connection_id = %row.connection_id(), event = %row.event(), error = %e, "delivery failed for good; not retried");
             Ok(format!("failed: {e}"))
         }
         Err(e) => {
             // Left `received`: apalis retries the job, and the oldest
             // unprocessed delivery shows in the gateway's metrics meanwhile.
-            warn!(connection_id = %row.connection_id, event = %row.event, error = %e, "delivery processing failed; will retry");
+            warn!(connection_id = %row.connection_id(), event = %row.event(), error = %e, "delivery processing failed; will retry");
             Err(e.into())
         }
     }
@@ -161,14 +92,14 @@ pub async fn handle(
 async fn apply(
     ctx: &SyncContext,
     queue: &Queue<SyncConnection>,
-    row: &DeliveryRow,
+    row: &StoredDelivery,
     plan: &Plan,
 ) -> Result<String> {
     match plan {
         Plan::Nothing(why) => Ok(format!("nothing to do: {why}")),
         Plan::FullSync(why) => full_sync(queue, row, why).await,
-        Plan::DriveChanges => {
-            match crate::drive::run_incremental(ctx, &row.connection_id).await? {
+        Plan::ChangeFeed => {
+            match crate::drive::run_incremental(ctx, row.connection_id()).await? {
                 crate::drive::IncrementalOutcome::Applied(r) => Ok(format!(
                     "drive changes applied: {} changes, {} created, {} renamed, {} tombstoned",
                     r.changes, r.created, r.renamed, r.tombstoned
@@ -180,7 +111,7 @@ async fn apply(
                 // connection: fail so apalis tries again after it.
                 crate::drive::IncrementalOutcome::Deferred { holder, .. } => {
                     Err(WorkerError::Sync {
-                        connection_id: row.connection_id.clone(),
+                        connection_id: row.connection_id().to_owned(),
                         detail: format!(
                             "{holder} holds the connection; drive changes retried later"
                         ),
@@ -189,7 +120,7 @@ async fn apply(
             }
         }
         Plan::HookDeleted => {
-            let conn = ctx.store.get_connection(&row.connection_id).await?;
+            let conn = ctx.store.get_connection(row.connection_id()).await?;
             let mut risks = conn.risks.clone();
             if !risks.iter().any(|r| r.code == "webhook-deleted") {
                 risks.push(RiskNotice {
@@ -203,7 +134,7 @@ async fn apply(
                     actor: "webhook".to_owned(),
                     action: "connection.webhook-deleted".to_owned(),
                     target: format!("connection:{}", conn.id),
-                    reason: Some(format!("delivery {}", row.id)),
+                    reason: Some(format!("delivery {}", row.id())),
                     before: None,
                     after: None,
                 })
@@ -211,7 +142,7 @@ async fn apply(
             Ok("connection flagged: webhook deleted".to_owned())
         }
         Plan::Refresh(targets) => {
-            let conn = ctx.store.get_connection(&row.connection_id).await?;
+            let conn = ctx.store.get_connection(row.connection_id()).await?;
             let mut done = Vec::new();
             let token = ctx.store.connection_token(&ctx.cipher, &conn.id).await?;
             let c = cmcp_connectors::build_with_settings(
@@ -255,12 +186,16 @@ async fn apply(
 
 /// Queue a full sync of the delivery's connection, once per delivery even
 /// if this job runs again.
-async fn full_sync(queue: &Queue<SyncConnection>, row: &DeliveryRow, why: &str) -> Result<String> {
+async fn full_sync(
+    queue: &Queue<SyncConnection>,
+    row: &StoredDelivery,
+    why: &str,
+) -> Result<String> {
     queue
         .push(
-            SyncConnection::new(&row.connection_id, "webhook"),
+            SyncConnection::new(row.connection_id(), "webhook"),
             None,
-            Some(format!("delivery:{}", row.id)),
+            Some(format!("delivery:{}", row.id())),
         )
         .await?;
     Ok(format!("full sync queued: {why}"))
@@ -269,55 +204,6 @@ async fn full_sync(queue: &Queue<SyncConnection>, row: &DeliveryRow, why: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cmcp_webhook_gateway::event::{GithubRepo, RepoAction};
-
-    fn repo_event(action: RepoAction) -> HookEvent {
-        HookEvent::Github(GithubEvent::Repository {
-            action,
-            repo: GithubRepo {
-                id: "42".into(),
-                full_name: "acme/w".into(),
-                owner: "acme".into(),
-            },
-        })
-    }
-
-    #[test]
-    fn repository_events_refresh_the_repo_by_id() {
-        for action in [
-            RepoAction::Created,
-            RepoAction::Deleted,
-            RepoAction::Renamed {
-                from_name: "v".into(),
-            },
-            RepoAction::Archived,
-        ] {
-            assert_eq!(
-                plan(&repo_event(action)),
-                Plan::Refresh(vec![(SpaceKind::GithubRepo, "42".into())])
-            );
-        }
-    }
-
-    #[test]
-    fn org_rename_syncs_and_lost_installations_delete_nothing() {
-        let renamed = HookEvent::Github(GithubEvent::OrganizationRenamed {
-            org_id: "1".into(),
-            login: "a".into(),
-            from_login: None,
-        });
-        assert!(matches!(plan(&renamed), Plan::FullSync(_)));
-        let gone = HookEvent::Github(GithubEvent::Installation {
-            action: InstallationAction::Deleted,
-            installation_id: "9".into(),
-            account: None,
-        });
-        assert!(matches!(plan(&gone), Plan::Nothing(_)));
-        let meta = HookEvent::Github(GithubEvent::HookDeleted {
-            hook_id: "1".into(),
-        });
-        assert_eq!(plan(&meta), Plan::HookDeleted);
-    }
 
     #[test]
     fn job_arguments_read_the_stores_payload() {

@@ -1,11 +1,14 @@
-//! From a verified delivery to a neutral [`HookEvent`].
+//! From an authenticated delivery to a neutral [`HookEvent`], its
+//! [`DeliveryId`] and the [`Plan`] the worker follows.
 //!
 //! Each platform names its events differently (GitHub's `X-GitHub-Event`
 //! plus body `action`, Bitbucket's `X-Event-Key`, Jira's body
-//! `webhookEvent`, Drive's `X-Goog-Resource-State`); this module turns them
-//! into one vocabulary the gateway's jobs can match on. Only a [`Verified`]
-//! delivery can be parsed, so nothing here ever reads an unauthenticated
-//! body.
+//! `webhookEvent`, Drive's `X-Goog-Resource-State`); each platform's
+//! `webhook.rs` turns its own into one vocabulary, and this module is the one
+//! place that names the four. Callers hand in the parts of a delivery whose
+//! origin is already established: the gateway a verified one, the worker one
+//! read back from the delivery store (which holds nothing else). Nothing here
+//! verifies; the gateway does, before anything parses.
 //!
 //! Events carry stable ids (the space key) as canonical strings, made with
 //! [`cmcp_domain::SpaceKind::canonical_id`]: Bitbucket uuids lose their
@@ -19,23 +22,20 @@
 //! [`HookEvent::Ignored`]; a signed body that is not JSON, or a known event
 //! without its stable id, is a [`ParseError`] the gateway stores as failed.
 
-pub mod bitbucket;
-pub mod drive;
-pub mod github;
-pub mod jira;
-
 use std::fmt;
 
-use axum::http::HeaderMap;
-use cmcp_domain::Platform;
+use cmcp_domain::{Platform, SpaceKind};
+use http::HeaderMap;
 use serde_json::Value;
 
-use crate::verify::Verified;
+use crate::{bitbucket, drive, github, jira};
 
-pub use bitbucket::{BitbucketEvent, BitbucketProject, BitbucketRepo, Change};
-pub use drive::{DriveEvent, ResourceState};
-pub use github::{GithubEvent, GithubRepo, InstallationAction, RepoAction, RepoMembership};
-pub use jira::{JiraEvent, JiraProject, ProjectChange};
+pub use crate::bitbucket::webhook::{BitbucketEvent, BitbucketProject, BitbucketRepo, Change};
+pub use crate::drive::webhook::{DriveEvent, ResourceState};
+pub use crate::github::webhook::{
+    GithubEvent, GithubRepo, InstallationAction, RepoAction, RepoMembership,
+};
+pub use crate::jira::webhook::{JiraEvent, JiraProject, ProjectChange};
 
 /// What a delivery means to the catalogue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,48 +58,30 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    /// Parse a verified delivery according to its platform.
-    pub fn parse(delivery: &Verified) -> Result<HookEvent, ParseError> {
-        let (headers, body) = (delivery.headers(), delivery.body());
-        match delivery.platform() {
-            Platform::Github => github::parse(headers, body),
-            Platform::Bitbucket => bitbucket::parse(headers, body),
-            Platform::Jira => jira::parse(headers, body),
-            Platform::Drive => drive::parse(headers),
+    /// Parse an authenticated delivery according to its platform (which
+    /// comes from the route or the stored row, never from the payload).
+    pub fn parse(
+        platform: Platform,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<HookEvent, ParseError> {
+        match platform {
+            Platform::Github => github::webhook::parse(headers, body),
+            Platform::Bitbucket => bitbucket::webhook::parse(headers, body),
+            Platform::Jira => jira::webhook::parse(headers, body),
+            Platform::Drive => drive::webhook::parse(headers),
         }
     }
-}
 
-impl HookEvent {
     /// A short name for logs, metrics and the delivery table, in the
     /// platform's own words: `repository.renamed`, `repo:updated`,
     /// `project_created`, `change`.
     pub fn label(&self) -> String {
         match self {
-            HookEvent::Github(e) => github_label(e),
-            HookEvent::Bitbucket(e) => match e {
-                BitbucketEvent::RepoCreated { .. } => "repo:created",
-                BitbucketEvent::RepoDeleted { .. } => "repo:deleted",
-                BitbucketEvent::RepoUpdated { .. } => "repo:updated",
-                BitbucketEvent::RepoTransferred { .. } => "repo:transfer",
-                BitbucketEvent::ProjectUpdated { .. } => "project:updated",
-            }
-            .to_owned(),
-            HookEvent::Jira(JiraEvent::Project { change, .. }) => match change {
-                ProjectChange::Created => "project_created",
-                ProjectChange::Updated => "project_updated",
-                ProjectChange::Deleted => "project_deleted",
-                ProjectChange::SoftDeleted => "project_soft_deleted",
-                ProjectChange::RestoredDeleted => "project_restored_deleted",
-                ProjectChange::Archived => "project_archived",
-                ProjectChange::RestoredArchived => "project_restored_archived",
-            }
-            .to_owned(),
-            HookEvent::Drive(e) => match e.state {
-                ResourceState::Sync => "sync",
-                ResourceState::Change => "change",
-            }
-            .to_owned(),
+            HookEvent::Github(e) => e.label().to_owned(),
+            HookEvent::Bitbucket(e) => e.label().to_owned(),
+            HookEvent::Jira(e) => e.label().to_owned(),
+            HookEvent::Drive(e) => e.label().to_owned(),
             HookEvent::Ignored { event, .. } => event.clone(),
             HookEvent::Unknown { event, action, .. } => match action {
                 Some(a) => format!("{event}.{a}"),
@@ -107,37 +89,57 @@ impl HookEvent {
             },
         }
     }
+
+    /// What the catalogue should do about this event. Pure, so every
+    /// platform's mapping is testable alone.
+    pub fn plan(&self) -> Plan {
+        match self {
+            HookEvent::Github(e) => e.plan(),
+            HookEvent::Bitbucket(e) => e.plan(),
+            HookEvent::Jira(e) => e.plan(),
+            HookEvent::Drive(e) => e.plan(),
+            HookEvent::Ignored { .. } | HookEvent::Unknown { .. } => Plan::Nothing("not modelled"),
+        }
+    }
 }
 
-fn github_label(e: &GithubEvent) -> String {
-    let action = match e {
-        GithubEvent::Repository { action, .. } => match action {
-            RepoAction::Created => "repository.created",
-            RepoAction::Deleted => "repository.deleted",
-            RepoAction::Renamed { .. } => "repository.renamed",
-            RepoAction::Transferred { .. } => "repository.transferred",
-            RepoAction::Archived => "repository.archived",
-            RepoAction::Unarchived => "repository.unarchived",
-            RepoAction::Edited => "repository.edited",
-            RepoAction::Privatized => "repository.privatized",
-            RepoAction::Publicized => "repository.publicized",
-        },
-        GithubEvent::InstallationRepositories { action, .. } => match action {
-            RepoMembership::Added => "installation_repositories.added",
-            RepoMembership::Removed => "installation_repositories.removed",
-        },
-        GithubEvent::Installation { action, .. } => match action {
-            InstallationAction::Created => "installation.created",
-            InstallationAction::Deleted => "installation.deleted",
-            InstallationAction::Suspend => "installation.suspend",
-            InstallationAction::Unsuspend => "installation.unsuspend",
-            InstallationAction::NewPermissionsAccepted => "installation.new_permissions_accepted",
-        },
-        GithubEvent::OrganizationRenamed { .. } => "organization.renamed",
-        GithubEvent::Ping { .. } => "ping",
-        GithubEvent::HookDeleted { .. } => "meta.deleted",
-    };
-    action.to_owned()
+/// What a delivery asks of the catalogue. A payload is never trusted for an
+/// entity's state: it only says what to re-read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Re-read these `(kind, stable id)` entities by id.
+    Refresh(Vec<(SpaceKind, String)>),
+    /// Too much may have changed for targeted reads.
+    FullSync(&'static str),
+    /// The hook itself was deleted on the platform: flag the connection.
+    HookDeleted,
+    /// Something changed that only the connector's change feed can say:
+    /// read it from its stored positions.
+    ChangeFeed,
+    /// Acknowledged, nothing to do.
+    Nothing(&'static str),
+}
+
+/// The headers kept with a stored delivery: everything parsing and dedupe
+/// read, nothing that authenticates (signatures, Drive channel tokens).
+pub fn kept_headers(platform: Platform) -> &'static [&'static str] {
+    match platform {
+        Platform::Github => github::webhook::KEPT_HEADERS,
+        Platform::Bitbucket => bitbucket::webhook::KEPT_HEADERS,
+        Platform::Jira => jira::webhook::KEPT_HEADERS,
+        Platform::Drive => drive::webhook::KEPT_HEADERS,
+    }
+}
+
+/// The header in which a sender names its delivery, for logs of refused
+/// deliveries (it is not trusted for anything else).
+pub fn claimed_id_header(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Github => github::webhook::DELIVERY_HEADER,
+        Platform::Bitbucket => bitbucket::webhook::REQUEST_UUID_HEADER,
+        Platform::Jira => jira::webhook::IDENTIFIER_HEADER,
+        Platform::Drive => drive::webhook::MESSAGE_NUMBER_HEADER,
+    }
 }
 
 /// Why a verified delivery could not be understood.
@@ -177,13 +179,17 @@ pub enum ParseError {
 pub struct DeliveryId(String);
 
 impl DeliveryId {
-    pub fn from_verified(delivery: &Verified) -> Result<DeliveryId, ParseError> {
-        let (headers, body) = (delivery.headers(), delivery.body());
-        let key = match delivery.platform() {
-            Platform::Github => github::delivery_key(headers)?,
-            Platform::Bitbucket => bitbucket::delivery_key(headers, body)?,
-            Platform::Jira => jira::delivery_key(headers)?,
-            Platform::Drive => drive::delivery_key(headers)?,
+    /// The identity of an authenticated delivery of `platform`.
+    pub fn of(
+        platform: Platform,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<DeliveryId, ParseError> {
+        let key = match platform {
+            Platform::Github => github::webhook::delivery_key(headers)?,
+            Platform::Bitbucket => bitbucket::webhook::delivery_key(headers, body)?,
+            Platform::Jira => jira::webhook::delivery_key(headers)?,
+            Platform::Drive => drive::webhook::delivery_key(headers)?,
         };
         Ok(DeliveryId(key))
     }

@@ -3,15 +3,26 @@
 //! `repository.id`; `full_name` and the owner's login are aliases that a
 //! rename or transfer changes.
 
-use axum::http::HeaderMap;
 use cmcp_domain::{Platform, SpaceKind};
+use http::HeaderMap;
 use serde_json::Value;
 
-use super::{Fields, HookEvent, ParseError, id_text, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, id_text, json_body, required_header};
 
 pub const EVENT_HEADER: &str = "x-github-event";
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
 pub const HOOK_ID_HEADER: &str = "x-github-hook-id";
+
+/// What the gateway keeps of a delivery's headers.
+pub const KEPT_HEADERS: &[&str] = &[
+    EVENT_HEADER,
+    DELIVERY_HEADER,
+    HOOK_ID_HEADER,
+    "x-github-hook-installation-target-type",
+    "x-github-hook-installation-target-id",
+    "content-type",
+    "user-agent",
+];
 
 const PLATFORM: Platform = Platform::Github;
 
@@ -94,6 +105,68 @@ pub enum GithubEvent {
     Ping { hook_id: String },
     /// `meta` `deleted`: the hook delivering this was itself deleted.
     HookDeleted { hook_id: String },
+}
+
+impl GithubEvent {
+    /// The event and action as GitHub names them (`repository.renamed`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            GithubEvent::Repository { action, .. } => match action {
+                RepoAction::Created => "repository.created",
+                RepoAction::Deleted => "repository.deleted",
+                RepoAction::Renamed { .. } => "repository.renamed",
+                RepoAction::Transferred { .. } => "repository.transferred",
+                RepoAction::Archived => "repository.archived",
+                RepoAction::Unarchived => "repository.unarchived",
+                RepoAction::Edited => "repository.edited",
+                RepoAction::Privatized => "repository.privatized",
+                RepoAction::Publicized => "repository.publicized",
+            },
+            GithubEvent::InstallationRepositories { action, .. } => match action {
+                RepoMembership::Added => "installation_repositories.added",
+                RepoMembership::Removed => "installation_repositories.removed",
+            },
+            GithubEvent::Installation { action, .. } => match action {
+                InstallationAction::Created => "installation.created",
+                InstallationAction::Deleted => "installation.deleted",
+                InstallationAction::Suspend => "installation.suspend",
+                InstallationAction::Unsuspend => "installation.unsuspend",
+                InstallationAction::NewPermissionsAccepted => {
+                    "installation.new_permissions_accepted"
+                }
+            },
+            GithubEvent::OrganizationRenamed { .. } => "organization.renamed",
+            GithubEvent::Ping { .. } => "ping",
+            GithubEvent::HookDeleted { .. } => "meta.deleted",
+        }
+    }
+
+    pub fn plan(&self) -> Plan {
+        match self {
+            GithubEvent::Repository { repo, .. } => {
+                Plan::Refresh(vec![(SpaceKind::GithubRepo, repo.id.clone())])
+            }
+            GithubEvent::InstallationRepositories { added, removed, .. } => Plan::Refresh(
+                added
+                    .iter()
+                    .chain(removed)
+                    .map(|id| (SpaceKind::GithubRepo, id.clone()))
+                    .collect(),
+            ),
+            // A deleted or suspended installation hides every repository it
+            // covered; that is not a deletion of any of them (trap 1).
+            GithubEvent::Installation { action, .. } => match action {
+                InstallationAction::Deleted | InstallationAction::Suspend => {
+                    Plan::Nothing("installation lost access; spaces are not deleted")
+                }
+                _ => Plan::FullSync("installation access changed"),
+            },
+            // Every repository's full name changes with its org's login.
+            GithubEvent::OrganizationRenamed { .. } => Plan::FullSync("organization renamed"),
+            GithubEvent::Ping { .. } => Plan::Nothing("ping"),
+            GithubEvent::HookDeleted { .. } => Plan::HookDeleted,
+        }
+    }
 }
 
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
@@ -246,7 +319,7 @@ pub(crate) fn delivery_key(headers: &HeaderMap) -> Result<String, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
     use serde_json::json;
 
     fn parse_json(event: &'static str, body: Value) -> Result<HookEvent, ParseError> {
@@ -302,6 +375,54 @@ mod tests {
                 from_login: Some("old-acme".into()),
             })
         );
+    }
+
+    fn repo_event(action: RepoAction) -> HookEvent {
+        HookEvent::Github(GithubEvent::Repository {
+            action,
+            repo: GithubRepo {
+                id: "42".into(),
+                full_name: "acme/w".into(),
+                owner: "acme".into(),
+            },
+        })
+    }
+
+    #[test]
+    fn repository_events_refresh_the_repo_by_id() {
+        for action in [
+            RepoAction::Created,
+            RepoAction::Deleted,
+            RepoAction::Renamed {
+                from_name: "v".into(),
+            },
+            RepoAction::Archived,
+        ] {
+            assert_eq!(
+                repo_event(action).plan(),
+                Plan::Refresh(vec![(SpaceKind::GithubRepo, "42".into())])
+            );
+        }
+    }
+
+    #[test]
+    fn org_rename_syncs_and_lost_installations_delete_nothing() {
+        let renamed = HookEvent::Github(GithubEvent::OrganizationRenamed {
+            org_id: "1".into(),
+            login: "a".into(),
+            from_login: None,
+        });
+        assert!(matches!(renamed.plan(), Plan::FullSync(_)));
+        let gone = HookEvent::Github(GithubEvent::Installation {
+            action: InstallationAction::Deleted,
+            installation_id: "9".into(),
+            account: None,
+        });
+        assert!(matches!(gone.plan(), Plan::Nothing(_)));
+        let meta = HookEvent::Github(GithubEvent::HookDeleted {
+            hook_id: "1".into(),
+        });
+        assert_eq!(meta.plan(), Plan::HookDeleted);
     }
 
     #[test]

@@ -4,13 +4,21 @@
 //! name the same space. The project key is an alias (keys change and old ones
 //! keep redirecting).
 
-use axum::http::HeaderMap;
 use cmcp_domain::{Platform, SpaceKind};
+use http::HeaderMap;
 
-use super::{Fields, HookEvent, ParseError, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, json_body, required_header};
 
 pub const IDENTIFIER_HEADER: &str = "x-atlassian-webhook-identifier";
 pub const RETRY_HEADER: &str = "x-atlassian-webhook-retry";
+
+/// What the gateway keeps of a delivery's headers.
+pub const KEPT_HEADERS: &[&str] = &[
+    IDENTIFIER_HEADER,
+    RETRY_HEADER,
+    "content-type",
+    "user-agent",
+];
 
 const PLATFORM: Platform = Platform::Jira;
 const EVENT_FIELD: &str = "/webhookEvent";
@@ -41,6 +49,27 @@ pub enum JiraEvent {
         change: ProjectChange,
         project: JiraProject,
     },
+}
+
+impl JiraEvent {
+    /// The body's `webhookEvent`.
+    pub fn label(&self) -> &'static str {
+        let JiraEvent::Project { change, .. } = self;
+        match change {
+            ProjectChange::Created => "project_created",
+            ProjectChange::Updated => "project_updated",
+            ProjectChange::Deleted => "project_deleted",
+            ProjectChange::SoftDeleted => "project_soft_deleted",
+            ProjectChange::RestoredDeleted => "project_restored_deleted",
+            ProjectChange::Archived => "project_archived",
+            ProjectChange::RestoredArchived => "project_restored_archived",
+        }
+    }
+
+    pub fn plan(&self) -> Plan {
+        let JiraEvent::Project { project, .. } = self;
+        Plan::Refresh(vec![(SpaceKind::JiraProject, project.id.clone())])
+    }
 }
 
 pub(crate) fn parse(_headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {

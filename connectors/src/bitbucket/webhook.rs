@@ -8,15 +8,25 @@
 //! (`repo:modified`, `repo:refs_changed`, numeric ids) are a different API
 //! and come out as `Unknown`.
 
-use axum::http::HeaderMap;
 use cmcp_domain::{Platform, SpaceKind};
+use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use super::{Fields, HookEvent, ParseError, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, json_body, required_header};
 
 pub const EVENT_HEADER: &str = "x-event-key";
 pub const REQUEST_UUID_HEADER: &str = "x-request-uuid";
 pub const HOOK_UUID_HEADER: &str = "x-hook-uuid";
+
+/// What the gateway keeps of a delivery's headers.
+pub const KEPT_HEADERS: &[&str] = &[
+    EVENT_HEADER,
+    REQUEST_UUID_HEADER,
+    HOOK_UUID_HEADER,
+    "x-attempt-number",
+    "content-type",
+    "user-agent",
+];
 
 const PLATFORM: Platform = Platform::Bitbucket;
 
@@ -73,6 +83,35 @@ pub enum BitbucketEvent {
         name: Option<Change>,
         key: Option<Change>,
     },
+}
+
+impl BitbucketEvent {
+    /// The `X-Event-Key` the event came with.
+    pub fn label(&self) -> &'static str {
+        match self {
+            BitbucketEvent::RepoCreated { .. } => "repo:created",
+            BitbucketEvent::RepoDeleted { .. } => "repo:deleted",
+            BitbucketEvent::RepoUpdated { .. } => "repo:updated",
+            BitbucketEvent::RepoTransferred { .. } => "repo:transfer",
+            BitbucketEvent::ProjectUpdated { .. } => "project:updated",
+        }
+    }
+
+    /// Every event names one repository or project: re-read it by uuid (a
+    /// rename or transfer keeps the uuid, the re-read brings the new names).
+    pub fn plan(&self) -> Plan {
+        Plan::Refresh(vec![match self {
+            BitbucketEvent::RepoCreated { repo }
+            | BitbucketEvent::RepoDeleted { repo }
+            | BitbucketEvent::RepoUpdated { repo, .. }
+            | BitbucketEvent::RepoTransferred { repo, .. } => {
+                (SpaceKind::BitbucketRepo, repo.uuid.clone())
+            }
+            BitbucketEvent::ProjectUpdated { project, .. } => {
+                (SpaceKind::BitbucketProject, project.uuid.clone())
+            }
+        }])
+    }
 }
 
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
@@ -164,7 +203,7 @@ pub(crate) fn delivery_key(headers: &HeaderMap, body: &[u8]) -> Result<String, P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
     use serde_json::{Value, json};
 
     fn parse_json(event: &'static str, body: Value) -> Result<HookEvent, ParseError> {

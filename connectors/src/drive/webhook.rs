@@ -5,15 +5,32 @@
 //! stored page token. Notifications can be dropped, so the periodic crawl
 //! stays (trap 7).
 
-use axum::http::HeaderMap;
 use cmcp_domain::Platform;
+use http::HeaderMap;
 
-use super::{HookEvent, ParseError, header, required_header};
-use crate::verify::{GOOG_CHANNEL_ID_HEADER, GOOG_RESOURCE_ID_HEADER};
+use crate::webhook::{HookEvent, ParseError, Plan, header, required_header};
 
+/// The channel id the fleet chose at `changes.watch`.
+pub const GOOG_CHANNEL_ID_HEADER: &str = "x-goog-channel-id";
+/// The channel token the fleet chose at `changes.watch` (the only secret:
+/// never kept with a delivery).
+pub const GOOG_CHANNEL_TOKEN_HEADER: &str = "x-goog-channel-token";
+/// The resource id Google returned at `changes.watch`.
+pub const GOOG_RESOURCE_ID_HEADER: &str = "x-goog-resource-id";
 pub const RESOURCE_STATE_HEADER: &str = "x-goog-resource-state";
 pub const MESSAGE_NUMBER_HEADER: &str = "x-goog-message-number";
 pub const CHANNEL_EXPIRATION_HEADER: &str = "x-goog-channel-expiration";
+
+/// What the gateway keeps of a notification's headers (never the token).
+pub const KEPT_HEADERS: &[&str] = &[
+    GOOG_CHANNEL_ID_HEADER,
+    GOOG_RESOURCE_ID_HEADER,
+    RESOURCE_STATE_HEADER,
+    "x-goog-resource-uri",
+    MESSAGE_NUMBER_HEADER,
+    CHANNEL_EXPIRATION_HEADER,
+    "x-goog-changed",
+];
 
 const PLATFORM: Platform = Platform::Drive;
 
@@ -35,6 +52,24 @@ pub struct DriveEvent {
     /// `X-Goog-Channel-Expiration` as sent (an HTTP date): channels expire
     /// silently, so the gateway can schedule the re-watch from it.
     pub channel_expiration: Option<String>,
+}
+
+impl DriveEvent {
+    /// The resource state as sent.
+    pub fn label(&self) -> &'static str {
+        match self.state {
+            ResourceState::Sync => "sync",
+            ResourceState::Change => "change",
+        }
+    }
+
+    /// The notification does not say what changed: the changes feed does.
+    pub fn plan(&self) -> Plan {
+        match self.state {
+            ResourceState::Sync => Plan::Nothing("drive channel opened"),
+            ResourceState::Change => Plan::ChangeFeed,
+        }
+    }
 }
 
 pub(crate) fn parse(headers: &HeaderMap) -> Result<HookEvent, ParseError> {
@@ -69,14 +104,14 @@ pub(crate) fn delivery_key(headers: &HeaderMap) -> Result<String, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         pairs
             .iter()
             .map(|(k, v)| {
                 (
-                    axum::http::HeaderName::from_static(k),
+                    http::HeaderName::from_static(k),
                     HeaderValue::from_static(v),
                 )
             })
