@@ -7,9 +7,13 @@
 //!
 //! Layout: `common/` holds what every platform shares (HTTP settings,
 //! retries and rate-limit waits, `Link` pagination, the rate budget); each
-//! platform has its own directory with the same file names (`client.rs`,
-//! `model.rs` for wire types, `mapping.rs` for wire → record). Platforms
-//! never import each other; [`build`] is the one place that names them.
+//! platform has its own directory with the same file names: `mod.rs` (the
+//! connector), `client.rs`, `model.rs` (wire types), `mapping.rs` (wire →
+//! record), `listing.rs` (the catalogue walk) and `webhook.rs` (its
+//! deliveries → [`webhook::HookEvent`]), plus what one platform alone has
+//! (Drive's `auth.rs`, `changes.rs`, `watch.rs`; Bitbucket's `budget.rs`;
+//! GitHub's `scopes.rs`). Platforms never import each other; [`build`] and
+//! [`webhook`] are the places that name them.
 
 pub mod bitbucket;
 pub mod common;

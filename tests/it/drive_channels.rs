@@ -12,7 +12,7 @@ use std::time::Duration;
 use cmcp_domain::AliasKind;
 use cmcp_fixtures::DriveSimConfig;
 use cmcp_fixtures::drive::ChannelEvent;
-use cmcp_fixtures::drive::channels::{Notification, post_notification};
+use cmcp_fixtures::drive::webhook::{Notification, post_notification};
 use cmcp_registry::store::HANDLE_DELIVERY_QUEUE;
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, DriveChannelRow};

@@ -13,18 +13,17 @@
 
 pub mod budget;
 pub mod client;
+mod listing;
 pub mod mapping;
 pub mod model;
 pub mod webhook;
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use reqwest::header::HeaderMap;
 use tokio::sync::mpsc::Sender;
 use tracing::Instrument;
-use url::Url;
 
 use self::client::BitbucketClient;
 use crate::common::config::HttpConfig;
@@ -105,24 +104,6 @@ impl BitbucketConnector {
         &self.workspace
     }
 
-    fn pagelen(&self) -> String {
-        self.client
-            .http()
-            .config()
-            .per_page
-            .min(MAX_PAGELEN)
-            .to_string()
-    }
-
-    async fn send(&self, sink: &Sender<Vec<SpaceRecord>>, records: Vec<SpaceRecord>) -> Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        sink.send(records)
-            .await
-            .map_err(|_| ConnectorError::SinkClosed { platform: PLATFORM })
-    }
-
     /// Reads the workspace: its record (the tenant is its uuid) and the
     /// credential's risk, if any.
     async fn read_workspace(
@@ -163,208 +144,6 @@ impl BitbucketConnector {
                 .address
                 .tenant()
                 .to_owned()),
-        }
-    }
-
-    fn first_url(&self, segments: &[&str]) -> Url {
-        let mut url = self.client.endpoint(segments);
-        url.query_pairs_mut()
-            .append_pair("pagelen", &self.pagelen());
-        url
-    }
-
-    /// Follows `next` from `first`, handing each page's items to `handle`
-    /// and sending what it returns to `sink` (if any). Page failures end the
-    /// walk and land in `failures`; run-level errors are returned.
-    #[allow(clippy::too_many_arguments)] // one call site per listing; a struct would only rename them
-    async fn walk<T, F>(
-        &self,
-        what: &str,
-        first: Url,
-        counters: &Counters,
-        sink: Option<&Sender<Vec<SpaceRecord>>>,
-        failures: &mut Vec<String>,
-        risk: &mut Option<RiskNotice>,
-        mut handle: F,
-    ) -> Result<u64>
-    where
-        T: serde::de::DeserializeOwned,
-        F: FnMut(T) -> std::result::Result<Option<SpaceRecord>, String>,
-    {
-        let mut seen = HashSet::new();
-        let mut next = Some(first);
-        let mut page = 0u32;
-        let mut items = 0u64;
-        while let Some(url) = next.take() {
-            page += 1;
-            seen.insert(url.to_string());
-            let fetched = match self
-                .client
-                .http()
-                .get_json::<model::Page<serde_json::Value>>(&url, counters)
-                .await
-            {
-                Ok(f) => f,
-                Err(Exhausted { error, attempts }) => {
-                    if matches!(
-                        error,
-                        ConnectorError::RateLimited { .. }
-                            | ConnectorError::Unauthorized { .. }
-                            | ConnectorError::PermissionDenied { .. }
-                    ) {
-                        return Err(error);
-                    }
-                    tracing::warn!(what, page, attempts, error = %error, "listing page failed; listing is partial");
-                    failures.push(format!(
-                        "{what} page {page}: {error} after {attempts} attempts"
-                    ));
-                    break;
-                }
-            };
-            counters.page();
-            if let Some(r) = write_scope_risk(&fetched.headers) {
-                *risk = Some(r);
-            }
-            let mut records = Vec::with_capacity(fetched.value.values.len());
-            for (i, item) in fetched.value.values.into_iter().enumerate() {
-                match serde_json::from_value::<T>(item)
-                    .map_err(|e| e.to_string())
-                    .and_then(&mut handle)
-                {
-                    Ok(Some(r)) => records.push(r),
-                    Ok(None) => {}
-                    Err(e) => failures.push(format!("{what} page {page}: item {}: {e}", i + 1)),
-                }
-            }
-            items += records.len() as u64;
-            if let Some(sink) = sink {
-                self.send(sink, records).await?;
-            }
-            next = match fetched.value.next.as_deref().map(|n| fetched.url.join(n)) {
-                None => None,
-                Some(Err(e)) => {
-                    failures.push(format!("{what} page {page}: unparsable next URL: {e}"));
-                    None
-                }
-                Some(Ok(n)) if !self.client.same_origin(&n) => {
-                    let error = ConnectorError::Pagination {
-                        platform: PLATFORM,
-                        url: n.to_string(),
-                        why: "not on the API origin".into(),
-                    };
-                    failures.push(format!("{what} page {page}: {error}"));
-                    None
-                }
-                Some(Ok(n)) if seen.contains(n.as_str()) => {
-                    let error = ConnectorError::Pagination {
-                        platform: PLATFORM,
-                        url: n.to_string(),
-                        why: "that page was already read (pagination loop)".into(),
-                    };
-                    failures.push(format!("{what} page {page}: {error}"));
-                    None
-                }
-                Some(Ok(n)) => Some(n),
-            };
-        }
-        Ok(items)
-    }
-
-    async fn list_inner(
-        &self,
-        sink: &Sender<Vec<SpaceRecord>>,
-        counters: &Counters,
-    ) -> Result<ListingReport> {
-        let (ws, mut risk) = self.read_workspace(counters).await?;
-        let tenant = ws.address.tenant().to_owned();
-        self.send(sink, vec![ws]).await?;
-
-        let mut failures = Vec::new();
-        let projects = self
-            .walk::<model::Project, _>(
-                "projects",
-                self.first_url(&["workspaces", &self.workspace, "projects"]),
-                counters,
-                Some(sink),
-                &mut failures,
-                &mut risk,
-                |p| {
-                    mapping::project_record(&p, &tenant)
-                        .map(Some)
-                        .map_err(|e| e.to_string())
-                },
-            )
-            .await?;
-        // Repositories are listed even after a failed project page: each
-        // one read is still right, and the run is partial anyway.
-        let repos = self
-            .walk::<model::Repo, _>(
-                "repositories",
-                self.first_url(&["repositories", &self.workspace]),
-                counters,
-                Some(sink),
-                &mut failures,
-                &mut risk,
-                |r| {
-                    mapping::repo_record(&r, &tenant)
-                        .map(Some)
-                        .map_err(|e| e.to_string())
-                },
-            )
-            .await?;
-
-        let report = ListingReport {
-            complete: failures.is_empty(),
-            figures: counters.figures(),
-            failures,
-            risks: risk.into_iter().collect(),
-        };
-        tracing::info!(
-            pages = report.figures.pages,
-            projects,
-            repos,
-            requests = report.figures.requests,
-            retries = report.figures.retries,
-            complete = report.complete,
-            "listing finished"
-        );
-        Ok(report)
-    }
-
-    /// A project can only be fetched by key, and the key changes: find it by
-    /// uuid in the project listing instead.
-    async fn read_project(&self, address: &SpaceAddress, tenant: &str) -> Result<ReadOutcome> {
-        let counters = Counters::default();
-        let mut failures = Vec::new();
-        let mut risk = None;
-        let mut found = None;
-        self.walk::<model::Project, _>(
-            "projects",
-            self.first_url(&["workspaces", &self.workspace, "projects"]),
-            &counters,
-            None,
-            &mut failures,
-            &mut risk,
-            |p| {
-                let r = mapping::project_record(&p, tenant).map_err(|e| e.to_string())?;
-                if r.address == *address {
-                    found = Some(r);
-                }
-                Ok(None)
-            },
-        )
-        .await?;
-        match found {
-            Some(r) => Ok(ReadOutcome::Found(r)),
-            None if failures.is_empty() => Ok(ReadOutcome::Gone),
-            // Retryable: the project may well exist on a page that failed.
-            None => Err(ConnectorError::Transport {
-                platform: PLATFORM,
-                detail: format!(
-                    "the project listing was incomplete: {}",
-                    failures.join("; ")
-                ),
-            }),
         }
     }
 }
