@@ -19,25 +19,52 @@ pub mod bitbucket;
 pub mod common;
 pub mod drive;
 pub mod error;
+mod factory;
+pub mod feed;
 pub mod github;
 pub mod jira;
 pub mod webhook;
 
-use cmcp_domain::{ConnectionSpec, Platform, RiskNotice, SpaceAddress, SpaceRecord, Token};
+use cmcp_domain::{Platform, RiskNotice, SpaceAddress, SpaceRecord};
 use tokio::sync::mpsc::Sender;
+use tracing::Instrument;
 
 pub use bitbucket::BitbucketConnector;
 pub use common::config::HttpConfig;
-pub use common::http::HttpFigures;
+pub use common::http::{Counters, HttpFigures};
 pub use drive::DriveConnector;
 pub use error::{ConnectorError, Result, RetryIntent};
+pub use factory::{ConnectorDeps, build};
+pub use feed::{ChangeFeed, PushChannels};
 pub use github::GithubConnector;
 pub use jira::JiraConnector;
 
 /// One platform tenant, read-only.
+///
+/// Beyond listing and reading by id, a connector may offer capabilities
+/// that only some platforms have; each is an `Option` so that callers ask
+/// for it instead of naming a platform.
 #[async_trait::async_trait]
 pub trait Connector: Send + Sync {
     fn platform(&self) -> Platform;
+
+    /// What this connection reads, in the platform's words (the
+    /// organisation, workspace, site or domain), for logs.
+    fn scope(&self) -> &str;
+
+    /// The key under which this connector spends the fleet's shared rate
+    /// budget, when it was built with one.
+    fn budget_key(&self) -> Option<&str> {
+        None
+    }
+
+    /// The catalogue walk behind [`Connector::list`], counting its requests
+    /// in `counters`; same contract.
+    async fn list_pages(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport>;
 
     /// Read the whole catalogue. Sends each page of records to `sink` as
     /// soon as it is read (so a 100k-repo org never sits in memory at once);
@@ -50,11 +77,36 @@ pub trait Connector: Send + Sync {
     /// mid-listing: the first request failing (bad token, unknown org),
     /// `Unauthorized`, `RateLimited` (reschedule at `retry_at`) and
     /// `SinkClosed`.
-    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport>;
+    ///
+    /// The default runs [`Connector::list_pages`] in a span naming the
+    /// platform and scope, and logs how far a listing that stopped got.
+    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
+        let counters = Counters::default();
+        let (platform, scope) = (self.platform(), self.scope());
+        let span = tracing::info_span!("list", %platform, scope);
+        let result = self.list_pages(&sink, &counters).instrument(span).await;
+        if let Err(e) = &result {
+            let f = counters.figures();
+            tracing::warn!(%platform, scope, error = %e, pages = f.pages, requests = f.requests, "listing stopped");
+        }
+        result
+    }
 
     /// Direct read of one space by its stable id (GitHub:
     /// `GET /repositories/{id}`); `Gone` on 404/410.
     async fn read(&self, address: &SpaceAddress) -> Result<ReadOutcome>;
+
+    /// A feed of what changed since a stored position (Drive's
+    /// `changes.list`), for incremental passes between full listings.
+    fn change_feed(&self) -> Option<&dyn ChangeFeed> {
+        None
+    }
+
+    /// Push channels the platform must be asked to open and renew (Drive's
+    /// `changes.watch`), where other platforms have configured webhooks.
+    fn push_channels(&self) -> Option<&dyn PushChannels> {
+        None
+    }
 }
 
 /// The answer to a direct read by stable id.
@@ -76,145 +128,4 @@ pub struct ListingReport {
     pub failures: Vec<String>,
     /// Risks noticed on the credential (e.g. `write-scope`).
     pub risks: Vec<RiskNotice>,
-}
-
-/// The one registry function naming the platforms. Drive needs the
-/// connection's settings (the admin to impersonate): build it with
-/// [`build_with_settings`] (or [`build_with`]); here it is a config error.
-pub fn build(spec: &ConnectionSpec, token: Token, cfg: &HttpConfig) -> Result<Box<dyn Connector>> {
-    match spec.platform {
-        Platform::Github => Ok(Box::new(GithubConnector::new(
-            &spec.base_url,
-            &spec.scope,
-            token,
-            cfg.clone(),
-        )?)),
-        Platform::Bitbucket => Ok(Box::new(BitbucketConnector::new(
-            &spec.base_url,
-            &spec.scope,
-            token,
-            cfg.clone(),
-        )?)),
-        Platform::Jira => Ok(Box::new(JiraConnector::new(
-            &spec.base_url,
-            &spec.scope,
-            token,
-            cfg.clone(),
-        )?)),
-        // Drive needs its settings (the admin to impersonate): without
-        // them this is a configuration error; see `build_with_settings`.
-        Platform::Drive => build_with_settings(spec, &serde_json::Value::Null, token, cfg),
-    }
-}
-
-/// [`build`] for a stored connection, whose settings some platforms need
-/// (Drive: the impersonated admin, the depth, the token endpoint).
-pub fn build_with_settings(
-    spec: &ConnectionSpec,
-    settings: &serde_json::Value,
-    token: Token,
-    cfg: &HttpConfig,
-) -> Result<Box<dyn Connector>> {
-    match spec.platform {
-        Platform::Drive => Ok(Box::new(DriveConnector::from_connection(
-            spec, settings, token, cfg,
-        )?)),
-        _ => build(spec, token, cfg),
-    }
-}
-
-/// What a connector may be handed beyond its spec, token and settings:
-/// the fleet's shared rate budget and the conditional-request cache. The
-/// connectors crate only knows the traits; the worker implements them on
-/// the store.
-#[derive(Clone, Default)]
-pub struct ConnectorDeps {
-    /// The shared budget and the credential's fingerprint (never the token)
-    /// that names its key.
-    pub budget: Option<(std::sync::Arc<dyn common::shared::SharedBudget>, String)>,
-    pub page_cache: Option<std::sync::Arc<dyn common::page_cache::PageCache>>,
-}
-
-/// [`build_with_settings`] with [`ConnectorDeps`]. GitHub uses both,
-/// Bitbucket the budget; platforms that have not adopted them yet are
-/// built without.
-pub fn build_with(
-    spec: &ConnectionSpec,
-    settings: &serde_json::Value,
-    token: Token,
-    cfg: &HttpConfig,
-    deps: ConnectorDeps,
-) -> Result<Box<dyn Connector>> {
-    match spec.platform {
-        Platform::Github => {
-            let mut c = GithubConnector::new(&spec.base_url, &spec.scope, token, cfg.clone())?;
-            if let Some((budget, credential)) = deps.budget {
-                c = c.with_budget(budget, &credential);
-            }
-            if let Some(cache) = deps.page_cache {
-                c = c.with_page_cache(cache);
-            }
-            Ok(Box::new(c))
-        }
-        Platform::Bitbucket => {
-            let mut c = BitbucketConnector::new(&spec.base_url, &spec.scope, token, cfg.clone())?;
-            if let Some((budget, credential)) = deps.budget {
-                c = c.with_budget(budget, &credential);
-            }
-            Ok(Box::new(c))
-        }
-        _ => build_with_settings(spec, settings, token, cfg),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(platform: Platform) -> ConnectionSpec {
-        ConnectionSpec {
-            platform,
-            scope: "acme".into(),
-            base_url: "https://api.github.com".into(),
-        }
-    }
-
-    #[test]
-    fn build_names_every_platform() {
-        let c = build(
-            &spec(Platform::Github),
-            Token::new("t"),
-            &HttpConfig::default(),
-        )
-        .unwrap();
-        assert_eq!(c.platform(), Platform::Github);
-        for p in [Platform::Bitbucket, Platform::Jira] {
-            let c = build(
-                &spec(p),
-                Token::new("basic:me@acme.com:t"),
-                &HttpConfig::default(),
-            )
-            .unwrap();
-            assert_eq!(c.platform(), p);
-        }
-        // Drive without its settings (the admin to impersonate) cannot work.
-        assert!(matches!(
-            build(
-                &spec(Platform::Drive),
-                Token::new("t"),
-                &HttpConfig::default()
-            ),
-            Err(ConnectorError::InvalidConfig { .. })
-        ));
-    }
-
-    #[test]
-    fn build_rejects_a_bad_spec() {
-        let mut s = spec(Platform::Github);
-        s.scope = " ".into();
-        assert!(matches!(
-            build(&s, Token::new("t"), &HttpConfig::default()),
-            Err(ConnectorError::InvalidConfig { .. })
-        ));
-    }
 }

@@ -5,7 +5,7 @@ use cmcp_domain::{AliasKind, RunOutcome, SpaceStatus};
 use cmcp_fixtures::{DriveSimConfig, Faults};
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, assert_drive_registry_matches};
-use cmcp_worker::drive::{IncrementalOutcome, IncrementalReport, run_full, run_incremental};
+use cmcp_worker::change_feed::{IncrementalOutcome, IncrementalReport, run_full, run_incremental};
 use cmcp_worker::{SyncOutcome, run_sync};
 
 both_backends!(

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use cmcp_domain::AliasKind;
+use cmcp_domain::{AliasKind, Platform};
 use cmcp_fixtures::DriveSimConfig;
 use cmcp_fixtures::drive::ChannelEvent;
 use cmcp_fixtures::drive::webhook::{Notification, post_notification};
@@ -19,8 +19,8 @@ use cmcp_registry::{DeliveryStatus, DriveChannelRow};
 use cmcp_tests::{DRIVE_CONNECTION, DriveHarness};
 use cmcp_tests::{serve_gateway, start_worker};
 use cmcp_worker::SyncOutcome;
-use cmcp_worker::drive::{IncrementalOutcome, run_full};
-use cmcp_worker::drive_channels::{
+use cmcp_worker::change_feed::{IncrementalOutcome, run_full};
+use cmcp_worker::push_channels::{
     ChannelPolicy, ensure_channels, ensure_channels_at, hook_address,
 };
 
@@ -122,7 +122,7 @@ pub async fn notified_rename_changes_the_alias_without_a_full_sync(db: TestDb) {
     assert_eq!((report.opened, report.failed), (2, 0), "{report:?}");
     let channels = live(&h).await;
     assert_eq!(channels.len(), 2);
-    let address = hook_address(&base, DRIVE_CONNECTION);
+    let address = hook_address(&base, Platform::Drive, DRIVE_CONNECTION);
     let upstream = h.sim.channels();
     assert_eq!(upstream.len(), 2);
     for ch in &channels {
@@ -202,7 +202,7 @@ pub async fn forged_notifications_are_refused_and_make_no_job(db: TestDb) {
         .await
         .unwrap();
     let ch = live(&h).await.remove(0);
-    let address = hook_address(&base, DRIVE_CONNECTION);
+    let address = hook_address(&base, Platform::Drive, DRIVE_CONNECTION);
     let forged = |channel_id: &str, token: Option<&str>, resource_id: &str| Notification {
         address: address.clone(),
         channel_id: channel_id.to_owned(),
@@ -308,7 +308,7 @@ pub async fn renewal_opens_the_new_channel_before_stopping_the_old(db: TestDb) {
         );
         // A notification naming the stopped channel finds no live channel.
         let n = Notification {
-            address: hook_address(&base, DRIVE_CONNECTION),
+            address: hook_address(&base, Platform::Drive, DRIVE_CONNECTION),
             channel_id: o.channel_id.clone(),
             token: Some("whatever".to_owned()),
             resource_id: o.resource_id.clone(),

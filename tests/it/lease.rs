@@ -10,7 +10,7 @@ use cmcp_fixtures::{DriveSimConfig, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{LeaseAttempt, SyncRunRow};
 use cmcp_tests::{CONNECTION, DRIVE_CONNECTION, DriveHarness, Harness, fast_http, start_worker};
-use cmcp_worker::drive::{IncrementalOutcome, run_full, run_incremental};
+use cmcp_worker::change_feed::{IncrementalOutcome, run_full, run_incremental};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection, SyncOutcome};
 
 both_backends!(

@@ -1,5 +1,6 @@
 //! The store-backed implementations of the connectors' [`SharedBudget`] and
-//! [`PageCache`], and the credential fingerprint that names a budget.
+//! [`PageCache`], the credential fingerprint that names a budget, and
+//! [`connector`]: every connector the worker uses is built here, with both.
 //!
 //! Why here: the worker is the one crate that knows both the store and the
 //! connectors. A budget is keyed by a fingerprint of the credential (and the
@@ -12,12 +13,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use cmcp_connectors::ConnectorDeps;
-use cmcp_connectors::bitbucket::budget::budget_key as bitbucket_budget_key;
 use cmcp_connectors::common::budget::{Admission, BudgetUnavailable, Observation, SharedBudget};
 use cmcp_connectors::common::page_cache::{CachedPage, PageCache};
+use cmcp_connectors::{Connector, ConnectorDeps, ConnectorError, HttpConfig};
 use cmcp_domain::Token;
-use cmcp_registry::{BudgetGrant, BudgetSettlement, BudgetTiming, Store};
+use cmcp_registry::{
+    BudgetGrant, BudgetSettlement, BudgetTiming, Cipher, ConnectionRow, RegistryError, Store,
+};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use tracing::warn;
@@ -163,34 +165,46 @@ impl PageCache for StorePageCache {
     }
 }
 
-/// What a sync hands its connector: the store-backed budget of the
-/// credential and the connection's page cache. Also records which budget
-/// the connection spends (for `connection list`; written only on change).
-pub async fn connector_deps(
+/// What every connector of a connection is handed: the store-backed budget
+/// of its credential and the connection's page cache.
+pub fn connector_deps(
     store: &Store,
     connection_id: &str,
-    platform: cmcp_domain::Platform,
+    http: &HttpConfig,
     base_url: &str,
     token: &Token,
 ) -> ConnectorDeps {
-    let credential = credential_fingerprint(base_url, token);
-    // GitHub spends the shared budget under `<platform>:<credential>:core`,
-    // Bitbucket under `bitbucket:<credential>:repository`; the other
-    // connectors ignore it.
-    let key = match platform {
-        cmcp_domain::Platform::Github => Some(format!("{platform}:{credential}:core")),
-        cmcp_domain::Platform::Bitbucket => Some(bitbucket_budget_key(&credential)),
-        _ => None,
-    };
-    if let Some(key) = key
-        && let Err(e) = store.note_budget_user(connection_id, &key).await
-    {
-        warn!(connection_id, error = %e, "could not record the connection's budget");
-    }
     ConnectorDeps {
-        budget: Some((Arc::new(StoreBudget::new(store.clone())), credential)),
+        http: http.clone(),
+        budget: Some((
+            Arc::new(StoreBudget::new(store.clone())),
+            credential_fingerprint(base_url, token),
+        )),
         page_cache: Some(Arc::new(StorePageCache::new(store.clone(), connection_id))),
     }
+}
+
+/// The connector of a stored connection (for a sync, a delivery's
+/// re-reads, a change feed or channel upkeep alike), built with
+/// [`connector_deps`]. Also records which budget the connection spends (for
+/// `connection list`; written only on change). The outer error is the
+/// store's; the inner one says the connection cannot be built as stored.
+pub async fn connector(
+    store: &Store,
+    cipher: &Cipher,
+    http: &HttpConfig,
+    connection: &ConnectionRow,
+) -> Result<Result<Box<dyn Connector>, ConnectorError>, RegistryError> {
+    let token = store.connection_token(cipher, &connection.id).await?;
+    let spec = connection.spec();
+    let deps = connector_deps(store, &connection.id, http, &spec.base_url, &token);
+    let built = cmcp_connectors::build(&spec, &connection.settings, token, deps);
+    if let Some(key) = built.as_ref().ok().and_then(|c| c.budget_key())
+        && let Err(e) = store.note_budget_user(&connection.id, key).await
+    {
+        warn!(connection_id = %connection.id, error = %e, "could not record the connection's budget");
+    }
+    Ok(built)
 }
 
 #[cfg(test)]

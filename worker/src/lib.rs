@@ -3,12 +3,12 @@
 //! processes (`runner`).
 
 pub mod budget;
-pub mod drive;
-pub mod drive_channels;
+pub mod change_feed;
 pub mod enqueue;
 pub mod error;
 pub mod jobs;
 pub mod lease;
+pub mod push_channels;
 pub mod queue;
 pub mod runner;
 pub mod state;

@@ -226,26 +226,7 @@ async fn connect(
     ctx: &SyncContext,
     connection: &ConnectionRow,
 ) -> Result<std::result::Result<Box<dyn Connector>, ConnectorError>> {
-    let token = ctx
-        .store
-        .connection_token(&ctx.cipher, &connection.id)
-        .await?;
-    let spec = connection.spec();
-    let deps = crate::budget::connector_deps(
-        &ctx.store,
-        &connection.id,
-        spec.platform,
-        &spec.base_url,
-        &token,
-    )
-    .await;
-    Ok(cmcp_connectors::build_with(
-        &spec,
-        &connection.settings,
-        token,
-        &ctx.http,
-        deps,
-    ))
+    Ok(crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, connection).await?)
 }
 
 /// Runs the listing and applies its pages as they arrive. Returns the

@@ -159,11 +159,11 @@ async fn add_drive(app: &App, a: DriveArgs) -> Result<()> {
         base_url: a.base_url,
     };
     let settings_json = serde_json::to_value(&settings).context("drive settings")?;
-    cmcp_connectors::drive::DriveConnector::from_connection(
+    cmcp_connectors::build(
         &spec,
         &settings_json,
         token.clone(),
-        &cmcp_connectors::HttpConfig::default(),
+        cmcp_connectors::ConnectorDeps::default(),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let id = a.id.unwrap_or_else(|| default_id("drive", &domain));
@@ -205,8 +205,9 @@ async fn add_atlassian(
     };
     if let Err(e) = cmcp_connectors::build(
         &spec,
+        &serde_json::json!({}),
         token.clone(),
-        &cmcp_connectors::HttpConfig::default(),
+        cmcp_connectors::ConnectorDeps::default(),
     ) {
         bail!("{e}");
     }

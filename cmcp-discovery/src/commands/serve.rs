@@ -110,7 +110,7 @@ fn spawn_drive_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::J
                 .iter()
                 .filter(|c| c.platform == cmcp_domain::Platform::Drive && c.status == "enabled")
             {
-                match cmcp_worker::drive_channels::ensure_channels(&state.ctx, &c.id, &public_url)
+                match cmcp_worker::push_channels::ensure_channels(&state.ctx, &c.id, &public_url)
                     .await
                 {
                     Ok(r) => tracing::info!(

@@ -154,15 +154,20 @@ impl Connector for BitbucketConnector {
         PLATFORM
     }
 
-    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
-        let counters = Counters::default();
-        let span = tracing::info_span!("bitbucket_list", platform = %PLATFORM, workspace = %self.workspace);
-        let result = self.list_inner(&sink, &counters).instrument(span).await;
-        if let Err(e) = &result {
-            let f = counters.figures();
-            tracing::warn!(workspace = %self.workspace, error = %e, pages = f.pages, requests = f.requests, "listing stopped");
-        }
-        result
+    fn scope(&self) -> &str {
+        &self.workspace
+    }
+
+    fn budget_key(&self) -> Option<&str> {
+        self.client.http().shared_budget_key()
+    }
+
+    async fn list_pages(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        self.list_inner(sink, counters).await
     }
 
     /// Repositories: `GET /2.0/repositories/{workspace}/{uuid}` (braces

@@ -29,6 +29,7 @@ use crate::common::config::HttpConfig;
 use crate::common::http::{
     ApiPolicy, Counters, Exhausted, Failure, Fetched, HttpClient, retry_after,
 };
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 
 const PLATFORM: Platform = Platform::Drive;
@@ -141,6 +142,9 @@ pub struct DriveClient {
     tokens: TokenSource,
     cfg: HttpConfig,
     session: Mutex<Option<Session>>,
+    /// The fleet's budget and this credential's key in it, handed to every
+    /// session's executor.
+    shared: Option<(Arc<dyn SharedBudget>, String)>,
 }
 
 impl std::fmt::Debug for DriveClient {
@@ -160,7 +164,18 @@ impl DriveClient {
             tokens,
             cfg,
             session: Mutex::new(None),
+            shared: None,
         })
+    }
+
+    /// Spends the fleet's budget under `key` instead of each session's own.
+    pub fn with_shared_budget(mut self, budget: Arc<dyn SharedBudget>, key: String) -> Self {
+        self.shared = Some((budget, key));
+        self
+    }
+
+    pub fn shared_budget_key(&self) -> Option<&str> {
+        self.shared.as_ref().map(|(_, k)| k.as_str())
     }
 
     pub fn base(&self) -> &Url {
@@ -204,7 +219,11 @@ impl DriveClient {
         bearer.set_sensitive(true);
         headers.insert(AUTHORIZATION, bearer);
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        let http = Arc::new(HttpClient::new(DrivePolicy, self.cfg.clone(), headers)?);
+        let mut http = HttpClient::new(DrivePolicy, self.cfg.clone(), headers)?;
+        if let Some((budget, key)) = &self.shared {
+            http = http.with_shared_budget(budget.clone(), key.clone());
+        }
+        let http = Arc::new(http);
         let refresh_at = Instant::now() + token.lifetime.saturating_sub(REFRESH_MARGIN);
         *session = Some(Session {
             http: http.clone(),

@@ -32,6 +32,7 @@ mod watch;
 pub mod webhook;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use cmcp_domain::{
     ConnectionSpec, Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token,
@@ -39,7 +40,6 @@ use cmcp_domain::{
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::Sender;
-use tracing::Instrument;
 use url::Url;
 
 use self::auth::{ServiceAccount, TokenSource};
@@ -47,7 +47,9 @@ use self::client::DriveClient;
 pub use self::watch::WatchedChannel;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted, HttpFigures};
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
+use crate::feed::{ChangeFeed, PushChannels};
 use crate::{Connector, ListingReport, ReadOutcome};
 
 const PLATFORM: Platform = Platform::Drive;
@@ -162,6 +164,16 @@ impl DriveConnector {
         DriveConnector::new(&spec.base_url, &spec.scope, token, settings, cfg.clone())
     }
 
+    /// Spends the fleet's shared budget of the service account identified
+    /// by `credential` (a fingerprint, never the key): Drive reports no
+    /// remaining quota, but a `Retry-After` one worker receives then holds
+    /// every worker sending with the account back.
+    pub fn with_budget(mut self, budget: Arc<dyn SharedBudget>, credential: &str) -> Self {
+        let key = format!("{PLATFORM}:{credential}:api");
+        self.client = self.client.with_shared_budget(budget, key);
+        self
+    }
+
     pub fn domain(&self) -> &str {
         &self.domain
     }
@@ -268,14 +280,20 @@ impl Connector for DriveConnector {
         PLATFORM
     }
 
-    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
-        let counters = Counters::default();
-        let span = tracing::info_span!("drive_list", platform = %PLATFORM, domain = %self.domain);
-        let result = self.list_inner(&sink, &counters).instrument(span).await;
-        if let Err(e) = &result {
-            tracing::warn!(domain = %self.domain, error = %e, "listing stopped");
-        }
-        result
+    fn scope(&self) -> &str {
+        &self.domain
+    }
+
+    fn budget_key(&self) -> Option<&str> {
+        self.client.shared_budget_key()
+    }
+
+    async fn list_pages(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        self.list_inner(sink, counters).await
     }
 
     /// `drives.get` for a shared drive, `files.get` (plus its parents, for
@@ -307,5 +325,13 @@ impl Connector for DriveConnector {
             },
             other => Err(unsupported(format!("{other} is not a Drive kind"))),
         }
+    }
+
+    fn change_feed(&self) -> Option<&dyn ChangeFeed> {
+        Some(self)
+    }
+
+    fn push_channels(&self) -> Option<&dyn PushChannels> {
+        Some(self)
     }
 }

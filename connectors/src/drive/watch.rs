@@ -19,6 +19,7 @@ use super::{DriveConnector, PLATFORM};
 use crate::common::http::error_chain;
 use crate::common::policy::Failure;
 use crate::error::{ConnectorError, Result};
+use crate::feed::{FeedPosition, OpenedChannel, PushChannels};
 
 /// A channel Drive accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,5 +162,38 @@ impl DriveConnector {
                 detail: format!("{}: {other:?}", url.path()),
             },
         })
+    }
+}
+
+/// `changes.watch` channels, one per shared drive's feed.
+#[async_trait::async_trait]
+impl PushChannels for DriveConnector {
+    async fn open(
+        &self,
+        position: &FeedPosition,
+        address: &str,
+        channel_id: &str,
+        token: &Token,
+        expiration_ms: i64,
+    ) -> Result<OpenedChannel> {
+        let w = self
+            .watch_changes(
+                Some(&position.feed),
+                &position.token,
+                address,
+                channel_id,
+                token,
+                expiration_ms,
+            )
+            .await?;
+        Ok(OpenedChannel {
+            id: w.id,
+            resource_id: w.resource_id,
+            expiration: w.expiration,
+        })
+    }
+
+    async fn stop(&self, channel_id: &str, resource_id: &str) -> Result<()> {
+        self.stop_channel(channel_id, resource_id).await
     }
 }

@@ -171,21 +171,20 @@ impl Connector for GithubConnector {
         PLATFORM
     }
 
-    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
-        let counters = Counters::default();
-        let span = tracing::info_span!("github_list", platform = %PLATFORM, org = %self.org);
-        let result = self.list_inner(&sink, &counters).instrument(span).await;
-        if let Err(e) = &result {
-            let f = counters.figures();
-            tracing::warn!(
-                org = %self.org,
-                error = %e,
-                pages = f.pages,
-                requests = f.requests,
-                "listing stopped"
-            );
-        }
-        result
+    fn scope(&self) -> &str {
+        &self.org
+    }
+
+    fn budget_key(&self) -> Option<&str> {
+        self.client.http().shared_budget_key()
+    }
+
+    async fn list_pages(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        self.list_inner(sink, counters).await
     }
 
     /// `GET /repositories/{id}`: the rename- and transfer-proof address.

@@ -4,6 +4,8 @@
 //! with Basic auth) or the gateway `https://api.atlassian.com/ex/jira/{cloudId}`
 //! (scoped API tokens, same Basic auth; OAuth access tokens with `bearer:`).
 
+use std::sync::Arc;
+
 use cmcp_domain::{Platform, Token};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use url::Url;
@@ -11,6 +13,7 @@ use url::Url;
 use crate::common::atlassian::{self, AtlassianPolicy, Credential};
 use crate::common::config::HttpConfig;
 use crate::common::http::HttpClient;
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 
 const PLATFORM: Platform = Platform::Jira;
@@ -43,6 +46,12 @@ impl JiraClient {
             http: HttpClient::new(AtlassianPolicy(PLATFORM), cfg, headers)?,
             base,
         })
+    }
+
+    /// Spends the fleet's budget under `key` instead of the in-process one.
+    pub fn with_shared_budget(mut self, budget: Arc<dyn SharedBudget>, key: String) -> Self {
+        self.http = self.http.with_shared_budget(budget, key);
+        self
     }
 
     pub fn http(&self) -> &HttpClient<AtlassianPolicy> {

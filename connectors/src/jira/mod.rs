@@ -17,7 +17,7 @@ pub mod mapping;
 pub mod model;
 pub mod webhook;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{Platform, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use tokio::sync::mpsc::Sender;
@@ -26,6 +26,7 @@ use tracing::Instrument;
 use self::client::JiraClient;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted};
+use crate::common::shared::SharedBudget;
 use crate::error::{ConnectorError, Result};
 use crate::{Connector, ListingReport, ReadOutcome};
 
@@ -66,6 +67,16 @@ impl JiraConnector {
         })
     }
 
+    /// Spends the fleet's shared budget of the credential identified by
+    /// `credential` (a fingerprint, never the token): Jira reports no
+    /// remaining budget, but a `Retry-After` one worker receives then holds
+    /// every worker sending with the credential back.
+    pub fn with_budget(mut self, budget: Arc<dyn SharedBudget>, credential: &str) -> Self {
+        let key = format!("{PLATFORM}:{credential}:rest");
+        self.client = self.client.with_shared_budget(budget, key);
+        self
+    }
+
     async fn cloud_id(&self, counters: &Counters) -> Result<String> {
         if let Some(id) = self
             .cloud_id
@@ -99,15 +110,20 @@ impl Connector for JiraConnector {
         PLATFORM
     }
 
-    async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
-        let counters = Counters::default();
-        let span = tracing::info_span!("jira_list", platform = %PLATFORM, site = %self.site);
-        let result = self.list_inner(&sink, &counters).instrument(span).await;
-        if let Err(e) = &result {
-            let f = counters.figures();
-            tracing::warn!(site = %self.site, error = %e, pages = f.pages, requests = f.requests, "listing stopped");
-        }
-        result
+    fn scope(&self) -> &str {
+        &self.site
+    }
+
+    fn budget_key(&self) -> Option<&str> {
+        self.client.http().shared_budget_key()
+    }
+
+    async fn list_pages(
+        &self,
+        sink: &Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
+        self.list_inner(sink, counters).await
     }
 
     /// `GET /rest/api/3/project/{id}?expand=projectKeys`; 404 is `Gone`.

@@ -10,12 +10,12 @@
 //! never trusted for the entity's state: it only says what to re-read, so a
 //! late or reordered delivery cannot roll the registry back. A deletion is
 //! believed only when the direct read answers Gone, and only then is the
-//! space tombstoned. Everything goes through the generic
-//! `cmcp_connectors::build_with_settings`, so every platform with a connector is served.
+//! space tombstoned. Every connector comes from the one factory
+//! (`budget::connector`), so every platform with a connector is served.
 //!
 //! Events that change more than one entity's identity (an org rename) queue
-//! a full sync instead; a Drive change notification reads the changes feeds
-//! through `drive::run_incremental`.
+//! a full sync instead; a change notification (Drive's) reads the
+//! connector's change feed through `change_feed::run_incremental`.
 
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::webhook::{HookEvent, Plan};
@@ -99,21 +99,21 @@ async fn apply(
         Plan::Nothing(why) => Ok(format!("nothing to do: {why}")),
         Plan::FullSync(why) => full_sync(queue, row, why).await,
         Plan::ChangeFeed => {
-            match crate::drive::run_incremental(ctx, row.connection_id()).await? {
-                crate::drive::IncrementalOutcome::Applied(r) => Ok(format!(
-                    "drive changes applied: {} changes, {} created, {} renamed, {} tombstoned",
+            match crate::change_feed::run_incremental(ctx, row.connection_id()).await? {
+                crate::change_feed::IncrementalOutcome::Applied(r) => Ok(format!(
+                    "feed changes applied: {} changes, {} created, {} renamed, {} tombstoned",
                     r.changes, r.created, r.renamed, r.tombstoned
                 )),
-                crate::drive::IncrementalOutcome::FullSync(_) => {
+                crate::change_feed::IncrementalOutcome::FullSync(_) => {
                     Ok("no feed positions yet: a full sync ran".to_owned())
                 }
                 // A run that may have started before this change holds the
                 // connection: fail so apalis tries again after it.
-                crate::drive::IncrementalOutcome::Deferred { holder, .. } => {
+                crate::change_feed::IncrementalOutcome::Deferred { holder, .. } => {
                     Err(WorkerError::Sync {
                         connection_id: row.connection_id().to_owned(),
                         detail: format!(
-                            "{holder} holds the connection; drive changes retried later"
+                            "{holder} holds the connection; feed changes retried later"
                         ),
                     })
                 }
@@ -144,13 +144,8 @@ async fn apply(
         Plan::Refresh(targets) => {
             let conn = ctx.store.get_connection(row.connection_id()).await?;
             let mut done = Vec::new();
-            let token = ctx.store.connection_token(&ctx.cipher, &conn.id).await?;
-            let c = cmcp_connectors::build_with_settings(
-                &conn.spec(),
-                &conn.settings,
-                token,
-                &ctx.http,
-            )?;
+            // Built like a sync's: the re-reads spend the fleet's budget.
+            let c = crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, &conn).await??;
             for (kind, id) in targets {
                 let Some(tenant) = ctx.store.connection_tenant(&conn.id, *kind).await? else {
                     // Never synced: the first sync reads everything anyway.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{error, instrument, warn};
 
 use crate::queue::{Job, Queue, QueueConfig};
-use crate::sync::{SyncContext, SyncOutcome, run_sync};
+use crate::sync::{SyncContext, SyncOutcome};
 
 pub const NAME: &str = "sync_connection";
 /// The queue's fixed name.
@@ -78,14 +78,9 @@ pub async fn run(
     queue: &Queue<SyncConnection>,
     cfg: &QueueConfig,
 ) -> crate::Result<String> {
-    // A Drive full sync also records each drive's change-feed position, so
-    // webhook notifications can read only what changed since.
-    let platform = ctx.store.get_connection(&job.connection_id).await?.platform;
-    let result = if platform == cmcp_domain::Platform::Drive {
-        crate::drive::run_full(ctx, &job.connection_id, &job.trigger).await?
-    } else {
-        run_sync(ctx, &job.connection_id, &job.trigger).await?
-    };
+    // A connector with a change feed also records where each feed starts,
+    // so notifications can read only what changed since.
+    let result = crate::change_feed::run_full(ctx, &job.connection_id, &job.trigger).await?;
     match result {
         SyncOutcome::Deferred { holder, until_ms } => {
             // The holder's run is its own business: this job only waits for

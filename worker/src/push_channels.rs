@@ -1,11 +1,12 @@
-//! Google Drive push channels: keep one live `changes.watch` channel per
-//! shared drive of a connection, so that the gateway's Drive route has
-//! something to authenticate notifications against.
+//! Push channels: keep one live channel per change feed of a connection
+//! whose connector offers [`Connector::push_channels`] (Drive's
+//! `changes.watch`), so that the gateway has something to authenticate its
+//! notifications against.
 //!
-//! Channels expire silently (at most a week for `changes.watch`) and are
-//! never renewed by Drive (trap 6 of the upstream notes), so
-//! [`ensure_channels`] is meant to run periodically, well inside the
-//! renewal margin. One pass, per drive that has a changes position:
+//! Channels expire silently (at most a week for Drive) and are never renewed
+//! by the platform (trap 6 of the upstream notes), so [`ensure_channels`]
+//! runs periodically (`serve` calls it every `drive_channels_every`), well
+//! inside the renewal margin. One pass, per feed that has a position:
 //!
 //! - no channel: open one, with a random channel id and a random token
 //!   (the token is the secret; it is sealed in the store and never logged);
@@ -13,38 +14,33 @@
 //!   record it, and only then stop the old one, so there is no gap;
 //! - a channel that expired without renewal (lapsed): open a new one, mark
 //!   the old one stopped, and afterwards run one incremental pass
-//!   ([`crate::drive::run_incremental`]) so that changes made while nobody
-//!   was listening are not lost;
+//!   ([`crate::change_feed::run_incremental`]) so that changes made while
+//!   nobody was listening are not lost;
 //! - older duplicates (a pass that died between opening and stopping) and
-//!   channels of drives without a position are stopped.
+//!   channels of feeds without a position are stopped.
 //!
-//! Drives come from the stored changes positions (`drive_page_tokens`),
-//! which the full sync records: a drive without a position cannot be read
-//! incrementally, so a notification for it would be of no use. A channel
-//! starts from the drive's stored position.
-//!
-//! Not wired yet: nothing calls this on a schedule. The full sync path
-//! (`drive::run_full`) does not know the gateway's public URL, so the
-//! periodic call (e.g. from the nightly schedule, with the configured
-//! public URL) is left to the cron wiring. Two passes running at once may
-//! open two channels for a drive; the next pass stops the older one.
+//! Feeds come from the stored change-feed positions, which the full sync
+//! records: a feed without a position cannot be read incrementally, so a
+//! notification for it would be of no use. A channel starts from the feed's
+//! stored position. Two passes running at once may open two channels for a
+//! feed; the next pass stops the older one.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cmcp_connectors::drive::DriveConnector;
+use cmcp_connectors::feed::{FeedPosition, PushChannels};
 use cmcp_domain::{Platform, Token};
 use cmcp_registry::{DriveChannelRow, NewDriveChannel};
 use tracing::{info, instrument, warn};
 
-use crate::drive::{IncrementalOutcome, run_incremental};
+use crate::change_feed::{IncrementalOutcome, run_incremental};
 use crate::error::{Result, WorkerError};
 use crate::sync::SyncContext;
 
 /// How long channels are asked to live and when they are renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelPolicy {
-    /// Asked of `changes.watch` (Drive caps it at a week).
+    /// Asked of the platform (Drive caps `changes.watch` at a week).
     pub lifetime: Duration,
     /// A channel expiring within this is renewed.
     pub renew_margin: Duration,
@@ -62,7 +58,7 @@ impl Default for ChannelPolicy {
 /// What one pass did.
 #[derive(Debug, Clone, Default)]
 pub struct ChannelReport {
-    /// Drives that had no channel and got one.
+    /// Feeds that had no channel and got one.
     pub opened: u64,
     /// Live channels replaced before they expired.
     pub renewed: u64,
@@ -70,7 +66,7 @@ pub struct ChannelReport {
     pub lapsed: u64,
     /// Live channels left as they were.
     pub kept: u64,
-    /// Channels stopped (renewed, duplicates, drives without a position).
+    /// Channels stopped (renewed, duplicates, feeds without a position).
     pub stopped: u64,
     /// Channels that could not be opened or stopped this pass.
     pub failed: u64,
@@ -78,10 +74,11 @@ pub struct ChannelReport {
     pub incremental: Option<IncrementalOutcome>,
 }
 
-/// The hook URL Drive is told to notify for a connection.
-pub fn hook_address(public_url: &str, connection_id: &str) -> String {
+/// The hook URL the platform is told to notify for a connection: the
+/// gateway's route for it.
+pub fn hook_address(public_url: &str, platform: Platform, connection_id: &str) -> String {
     format!(
-        "{}/hooks/drive/{connection_id}",
+        "{}/hooks/{platform}/{connection_id}",
         public_url.trim_end_matches('/')
     )
 }
@@ -127,39 +124,31 @@ pub async fn ensure_channels_at(
     now_ms: i64,
 ) -> Result<ChannelReport> {
     let connection = ctx.store.get_connection(connection_id).await?;
-    if connection.platform != Platform::Drive {
+    let connector =
+        crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, &connection).await??;
+    let Some(push) = connector.push_channels() else {
         return Err(WorkerError::Sync {
             connection_id: connection.id.clone(),
-            detail: format!("{} is not a Drive connection", connection.id),
+            detail: format!("a {} connection has no push channels", connection.platform),
         });
-    }
-    let token = ctx
-        .store
-        .connection_token(&ctx.cipher, &connection.id)
-        .await?;
-    let connector = DriveConnector::from_connection(
-        &connection.spec(),
-        &connection.settings,
-        token,
-        &ctx.http,
-    )?;
-    let address = hook_address(public_url, connection_id);
+    };
+    let address = hook_address(public_url, connection.platform, connection_id);
     let positions = ctx.store.drive_page_tokens(connection_id).await?;
-    let mut by_drive: BTreeMap<Option<String>, Vec<DriveChannelRow>> = BTreeMap::new();
+    let mut by_feed: BTreeMap<Option<String>, Vec<DriveChannelRow>> = BTreeMap::new();
     for row in ctx.store.unstopped_drive_channels(connection_id).await? {
-        by_drive.entry(row.drive_id.clone()).or_default().push(row);
+        by_feed.entry(row.drive_id.clone()).or_default().push(row);
     }
     let mut report = ChannelReport::default();
     let margin = millis(policy.renew_margin);
     let opener = Opener {
         ctx,
-        connector: &connector,
+        channels: push,
         connection_id,
         address: &address,
         expiration: now_ms.saturating_add(millis(policy.lifetime)),
     };
     for p in &positions {
-        let mut channels = by_drive
+        let mut channels = by_feed
             .remove(&Some(p.drive_id.clone()))
             .unwrap_or_default();
         channels.sort_by_key(|c| std::cmp::Reverse(c.expiration));
@@ -175,7 +164,7 @@ pub async fn ensure_channels_at(
                 Vec::new()
             }
             Some(ch) if ch.expiration <= now_ms => {
-                // Lapsed: Drive no longer sends; stopping it upstream would
+                // Lapsed: the platform no longer sends; stopping it upstream would
                 // only answer 404. Record it stopped once its successor is
                 // open.
                 if opener.open(&p.drive_id, &p.page_token).await {
@@ -183,7 +172,7 @@ pub async fn ensure_channels_at(
                     ctx.store
                         .stop_drive_channel(connection_id, &ch.channel_id)
                         .await?;
-                    info!(drive = %p.drive_id, channel = %ch.channel_id, "drive channel had lapsed; replaced");
+                    info!(feed = %p.drive_id, channel = %ch.channel_id, "push channel had lapsed; replaced");
                 } else {
                     report.failed += 1;
                 }
@@ -206,12 +195,12 @@ pub async fn ensure_channels_at(
             }
         };
         for ch in to_stop.iter().chain(&older) {
-            stop(ctx, &connector, connection_id, ch, now_ms, &mut report).await?;
+            stop(ctx, push, connection_id, ch, now_ms, &mut report).await?;
         }
     }
-    // Channels of drives that no longer have a position.
-    for ch in by_drive.into_values().flatten() {
-        stop(ctx, &connector, connection_id, &ch, now_ms, &mut report).await?;
+    // Channels of feeds that no longer have a position.
+    for ch in by_feed.into_values().flatten() {
+        stop(ctx, push, connection_id, &ch, now_ms, &mut report).await?;
     }
     if report.lapsed > 0 {
         report.incremental = Some(run_incremental(ctx, connection_id).await?);
@@ -223,29 +212,32 @@ pub async fn ensure_channels_at(
         kept = report.kept,
         stopped = report.stopped,
         failed = report.failed,
-        "drive channels ensured"
+        "push channels ensured"
     );
     Ok(report)
 }
 
 struct Opener<'a> {
     ctx: &'a SyncContext,
-    connector: &'a DriveConnector,
+    channels: &'a dyn PushChannels,
     connection_id: &'a str,
     address: &'a str,
     expiration: i64,
 }
 
 impl Opener<'_> {
-    /// Opens and records a channel for one drive; whether it worked.
-    async fn open(&self, drive_id: &str, page_token: &str) -> bool {
+    /// Opens and records a channel for one feed; whether it worked.
+    async fn open(&self, feed: &str, page_token: &str) -> bool {
         let channel_id = random_channel_id();
         let token = random_token();
+        let position = FeedPosition {
+            feed: feed.to_owned(),
+            token: page_token.to_owned(),
+        };
         let watched = match self
-            .connector
-            .watch_changes(
-                Some(drive_id),
-                page_token,
+            .channels
+            .open(
+                &position,
                 self.address,
                 &channel_id,
                 &token,
@@ -255,13 +247,13 @@ impl Opener<'_> {
         {
             Ok(w) => w,
             Err(e) => {
-                warn!(drive = %drive_id, error = %e, "could not open a drive channel");
+                warn!(feed = %feed, error = %e, "could not open a push channel");
                 return false;
             }
         };
         let new = NewDriveChannel {
             connection_id: self.connection_id,
-            drive_id: Some(drive_id),
+            drive_id: Some(feed),
             channel_id: &watched.id,
             token: &token,
             resource_id: &watched.resource_id,
@@ -274,19 +266,15 @@ impl Opener<'_> {
             .await
         {
             Ok(()) => {
-                info!(drive = %drive_id, channel = %watched.id, expiration = watched.expiration, "drive channel opened");
+                info!(feed = %feed, channel = %watched.id, expiration = watched.expiration, "push channel opened");
                 true
             }
             Err(e) => {
                 // Not recorded: its notifications would be refused, so stop
                 // it rather than leave it sending.
-                warn!(drive = %drive_id, channel = %watched.id, error = %e, "could not record a drive channel; stopping it");
-                if let Err(e) = self
-                    .connector
-                    .stop_channel(&watched.id, &watched.resource_id)
-                    .await
-                {
-                    warn!(channel = %watched.id, error = %e, "could not stop an unrecorded drive channel; it expires on its own");
+                warn!(feed = %feed, channel = %watched.id, error = %e, "could not record a push channel; stopping it");
+                if let Err(e) = self.channels.stop(&watched.id, &watched.resource_id).await {
+                    warn!(channel = %watched.id, error = %e, "could not stop an unrecorded push channel; it expires on its own");
                 }
                 false
             }
@@ -298,20 +286,17 @@ impl Opener<'_> {
 /// stopped. An upstream 404 means it is already gone.
 async fn stop(
     ctx: &SyncContext,
-    connector: &DriveConnector,
+    channels: &dyn PushChannels,
     connection_id: &str,
     ch: &DriveChannelRow,
     now_ms: i64,
     report: &mut ChannelReport,
 ) -> Result<()> {
     if ch.expiration > now_ms {
-        match connector
-            .stop_channel(&ch.channel_id, &ch.resource_id)
-            .await
-        {
+        match channels.stop(&ch.channel_id, &ch.resource_id).await {
             Ok(()) | Err(cmcp_connectors::ConnectorError::NotFound { .. }) => {}
             Err(e) => {
-                warn!(channel = %ch.channel_id, error = %e, "could not stop a drive channel; next pass retries");
+                warn!(channel = %ch.channel_id, error = %e, "could not stop a push channel; next pass retries");
                 report.failed += 1;
                 return Ok(());
             }

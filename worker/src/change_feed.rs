@@ -1,33 +1,32 @@
-//! Google Drive incremental sync: apply a drive's changes feed instead of
-//! re-listing the domain, through the same `Store::apply_page` path as a
-//! full sync.
+//! Incremental sync from a connector's change feed: apply what changed
+//! since the stored positions instead of re-listing, through the same
+//! `Store::apply_page` path as a full sync. Any connector that offers
+//! [`Connector::change_feed`] is served (Drive's `changes.list` today).
 //!
-//! Positions: [`run_full`] reads each drive's `changes.getStartPageToken`
-//! *before* the full listing and records the tokens only when the listing
-//! was complete, so nothing that changed during the listing is skipped
-//! (replaying a change is harmless: upserts are keyed on stable ids).
-//! [`run_incremental`] then reads each drive's feed from its token and
-//! stores `newStartPageToken` only after the changes are applied.
+//! Positions: [`run_full`] reads every feed's start position *before* the
+//! full listing and records them only when the listing was complete, so
+//! nothing that changed during the listing is skipped (replaying a change is
+//! harmless: upserts are keyed on stable ids). [`run_incremental`] then reads
+//! each feed from its position and stores the next one only after the
+//! changes are applied.
 //!
-//! Every changed folder is re-read by id (`files.get`, and its parents for
-//! the path) rather than trusted from the feed: the path alias needs the
-//! parents anyway, and a re-read is the current truth. A `removed` entry
-//! (or a trashed file) may only mean lost access, so a folder is tombstoned
-//! only when the direct read answers 404; one still readable is kept (with
-//! its trashed state). A rename or move changes the paths of everything
-//! below, which the feed does not report: those descendants are re-read too.
+//! The connector re-reads every changed space by id rather than trusting the
+//! feed ([`FeedEntry`]). A `removed` or trashed entry may only mean lost
+//! access, so a space is tombstoned only when the direct read says it is
+//! gone; one still readable is kept. A rename or move changes the paths of
+//! everything below, which the feed does not report: those descendants are
+//! re-read too.
 //!
-//! Limits, left to the next full sync: shared drives created since the last
-//! full listing have no position yet; a folder moved out of the configured
-//! depth stays as it was.
+//! Limits, left to the next full sync: feeds created since the last full
+//! listing (a new shared drive) have no position yet; a space moved out of
+//! what the catalogue lists stays as it was.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use cmcp_connectors::drive::{DriveConnector, FolderRead, model};
-use cmcp_domain::{
-    AliasKind, Platform, RunFigures, RunOutcome, SpaceAddress, SpaceRecord, SpaceStatus,
-};
+use cmcp_connectors::Connector;
+use cmcp_connectors::feed::{ChangeFeed, FeedEntry, FeedPosition};
+use cmcp_domain::{AliasKind, RunFigures, RunOutcome, SpaceAddress, SpaceRecord, SpaceStatus};
 use cmcp_registry::{ConnectionRow, SpaceFilter};
 use tracing::{info, instrument, warn};
 
@@ -39,19 +38,19 @@ use crate::sync::{SyncContext, SyncOutcome, run_sync};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IncrementalReport {
     pub run_id: String,
-    /// Drives whose feed was read.
-    pub drives: u64,
+    /// Feeds read (Drive: one per shared drive).
+    pub feeds: u64,
     /// Feed entries read (before collapsing repeats of one file).
     pub changes: u64,
     pub created: u64,
     pub updated: u64,
     pub renamed: u64,
     pub unchanged: u64,
-    /// Confirmed gone by a 404 on a direct read.
+    /// Confirmed gone by a direct read.
     pub tombstoned: u64,
-    /// `removed`/trashed entries whose folder still reads: kept.
+    /// `removed`/trashed entries whose space still reads: kept.
     pub kept: u64,
-    /// Entries that are not folders, or lie deeper than the depth.
+    /// Entries about nothing the catalogue lists.
     pub skipped: u64,
 }
 
@@ -68,27 +67,22 @@ pub enum IncrementalOutcome {
     },
 }
 
-async fn drive_connector(ctx: &SyncContext, connection: &ConnectionRow) -> Result<DriveConnector> {
-    if connection.platform != Platform::Drive {
-        return Err(WorkerError::Sync {
-            connection_id: connection.id.clone(),
-            detail: format!("{} is not a Drive connection", connection.id),
-        });
-    }
-    let token = ctx
-        .store
-        .connection_token(&ctx.cipher, &connection.id)
-        .await?;
-    Ok(DriveConnector::from_connection(
-        &connection.spec(),
-        &connection.settings,
-        token,
-        &ctx.http,
-    )?)
+/// The connection's connector, built like every other (shared budget and
+/// page cache included).
+async fn connector(ctx: &SyncContext, connection: &ConnectionRow) -> Result<Box<dyn Connector>> {
+    Ok(crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, connection).await??)
 }
 
-/// A full sync of a Drive connection that also records where each drive's
-/// changes feed starts (see the module docs for the order).
+fn no_feed(connection: &ConnectionRow) -> WorkerError {
+    WorkerError::Sync {
+        connection_id: connection.id.clone(),
+        detail: format!("a {} connection has no change feed", connection.platform),
+    }
+}
+
+/// A full sync that also records where each change feed starts, when the
+/// connector has one (see the module docs for the order); a plain full
+/// sync otherwise.
 #[instrument(skip_all, fields(connection_id = %connection_id))]
 pub async fn run_full(
     ctx: &SyncContext,
@@ -96,24 +90,25 @@ pub async fn run_full(
     trigger: &str,
 ) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
-    let connector = drive_connector(ctx, &connection).await?;
-    let counters = cmcp_connectors::common::http::Counters::default();
-    let mut tokens = Vec::new();
-    match connector.list_drives(&counters).await {
-        Ok(drives) => {
-            for d in drives {
-                match connector.start_page_token(&d.id).await {
-                    Ok(t) => tokens.push((d.id, t)),
-                    Err(e) => {
-                        warn!(drive = %d.id, error = %e, "no start page token; that drive waits for the next full sync")
-                    }
+    // A connector that cannot be built fails its run in `run_sync`, which
+    // records why.
+    let positions = match connector(ctx, &connection).await {
+        Ok(c) => match c.change_feed() {
+            Some(feed) => match feed.start_positions().await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    warn!(error = %e, "could not read start positions before the listing");
+                    Some(Vec::new())
                 }
-            }
-        }
-        Err(e) => warn!(error = %e, "could not read start page tokens before the listing"),
-    }
+            },
+            None => None,
+        },
+        Err(_) => None,
+    };
     let result = run_sync(ctx, connection_id, trigger).await?;
-    if let SyncOutcome::Complete { .. } = &result {
+    if let (Some(positions), SyncOutcome::Complete { .. }) = (positions, &result) {
+        let tokens: Vec<(String, String)> =
+            positions.into_iter().map(|p| (p.feed, p.token)).collect();
         ctx.store
             .set_drive_page_tokens(connection_id, &tokens)
             .await?;
@@ -121,15 +116,16 @@ pub async fn run_full(
     Ok(result)
 }
 
-/// Applies every drive's changes since its stored position; runs a full
-/// sync first when there is none. What the webhook gateway calls for a
-/// Drive `change` notification.
+/// Applies every feed's changes since its stored position; runs a full
+/// sync first when there is none. What a delivery planned as
+/// `Plan::ChangeFeed` (a Drive `change` notification) runs.
 #[instrument(skip_all, fields(connection_id = %connection_id))]
 pub async fn run_incremental(ctx: &SyncContext, connection_id: &str) -> Result<IncrementalOutcome> {
     let positions = ctx.store.drive_page_tokens(connection_id).await?;
     if positions.is_empty() {
+        let trigger = changes_trigger(&ctx.store.get_connection(connection_id).await?);
         return Ok(IncrementalOutcome::FullSync(
-            run_full(ctx, connection_id, "drive-changes").await?,
+            run_full(ctx, connection_id, &trigger).await?,
         ));
     }
     let lease =
@@ -160,7 +156,7 @@ async fn incremental_under_lease(
     let connection = ctx.store.get_connection(connection_id).await?;
     let run_id = ctx
         .store
-        .start_run(connection_id, "drive-changes", &ctx.holder)
+        .start_run(connection_id, &changes_trigger(&connection), &ctx.holder)
         .await?;
     let mut report = IncrementalReport {
         run_id: run_id.clone(),
@@ -168,15 +164,23 @@ async fn incremental_under_lease(
     };
     let mut figures = RunFigures::default();
     let outcome = async {
-        let connector = drive_connector(ctx, &connection).await?;
+        let connector = connector(ctx, &connection).await?;
+        let feed = connector
+            .change_feed()
+            .ok_or_else(|| no_feed(&connection))?;
         for p in &positions {
-            let batch = connector.changes(&p.drive_id, &p.page_token).await?;
+            let position = FeedPosition {
+                feed: p.drive_id.clone(),
+                token: p.page_token.clone(),
+            };
+            let batch = feed.changes_since(&position).await?;
             figures.pages += batch.figures.pages;
             figures.requests += batch.figures.requests;
             figures.retries += batch.figures.retries;
-            report.drives += 1;
-            report.changes += batch.changes.len() as u64;
-            apply_changes(ctx, &connection, &connector, batch.changes, &mut report).await?;
+            report.feeds += 1;
+            report.changes += batch.read;
+            report.skipped += batch.skipped;
+            apply_entries(ctx, &connection, feed, batch.entries, &mut report).await?;
             // Another holder may be reading the same feed: moving the
             // position now could skip what it has not applied yet.
             if lease.is_lost() {
@@ -186,7 +190,7 @@ async fn incremental_under_lease(
                 });
             }
             ctx.store
-                .set_drive_page_token(connection_id, &p.drive_id, &batch.new_start_page_token)
+                .set_drive_page_token(connection_id, &p.drive_id, &batch.next)
                 .await?;
         }
         Ok::<(), WorkerError>(())
@@ -206,7 +210,7 @@ async fn incremental_under_lease(
         .finish_run(&run_id, run_outcome, &figures, error.as_deref())
         .await?;
     outcome?;
-    info!(?report, "drive changes applied");
+    info!(?report, "feed changes applied");
     Ok(report)
 }
 
@@ -246,65 +250,39 @@ fn path_of(record: &SpaceRecord) -> Option<String> {
         .map(|a| a.value.clone())
 }
 
-async fn apply_changes(
+async fn apply_entries(
     ctx: &SyncContext,
     connection: &ConnectionRow,
-    connector: &DriveConnector,
-    changes: Vec<model::Change>,
+    feed: &dyn ChangeFeed,
+    entries: Vec<FeedEntry>,
     report: &mut IncrementalReport,
 ) -> Result<()> {
-    let domain = connector.domain().to_owned();
-    let depth = connector.settings().depth;
-    // Drive may list one file several times; the last entry is the latest.
-    let mut latest: BTreeMap<String, model::Change> = BTreeMap::new();
-    for c in changes {
-        if c.change_type.as_deref() == Some("drive") {
-            report.skipped += 1;
-            continue;
-        }
-        match c
-            .file_id
-            .clone()
-            .or_else(|| c.file.as_ref().map(|f| f.id.clone()))
-        {
-            Some(id) => {
-                latest.insert(id, c);
-            }
-            None => report.skipped += 1,
-        }
-    }
     let mut moved: Vec<SpaceAddress> = Vec::new();
-    for (id, change) in latest {
-        if change.file.as_ref().is_some_and(|f| !f.is_folder()) {
-            report.skipped += 1;
-            continue;
-        }
-        let address = cmcp_connectors::drive::mapping::folder_address(&domain, &id)?;
-        let suspicious = change.removed
-            || change
-                .file
-                .as_ref()
-                .is_some_and(|f| f.trashed == Some(true));
-        let known = ctx.store.get_space(&address).await?;
-        match connector.read_folder(&id).await? {
-            FolderRead::Gone => {
+    for entry in entries {
+        match entry {
+            FeedEntry::Gone(address) => {
                 if ctx.store.tombstone(&address).await? {
                     report.tombstoned += 1;
                 } else {
                     report.skipped += 1;
                 }
             }
-            FolderRead::Found { record, depth: d } if d <= depth => {
+            FeedEntry::Current { record, suspicious } => {
                 if suspicious {
                     report.kept += 1;
                 }
+                let address = record.address.clone();
+                let known = ctx.store.get_space(&address).await?;
                 if known.is_some() && current_path(ctx, &address).await? != path_of(&record) {
-                    moved.push(address.clone());
+                    moved.push(address);
                 }
                 apply(ctx, connection, &[record], report).await?;
             }
-            FolderRead::Found { .. } | FolderRead::NotInADrive => {
-                if suspicious && known.is_some() {
+            FeedEntry::OutOfScope {
+                address,
+                suspicious,
+            } => {
+                if suspicious && ctx.store.get_space(&address).await?.is_some() {
                     report.kept += 1;
                 } else {
                     report.skipped += 1;
@@ -313,19 +291,18 @@ async fn apply_changes(
         }
     }
     if !moved.is_empty() {
-        refresh_descendants(ctx, connection, connector, &moved, depth, report).await?;
+        refresh_descendants(ctx, connection, feed, &moved, report).await?;
     }
     Ok(())
 }
 
-/// Re-reads the active folders below renamed or moved ones: their paths
+/// Re-reads the active spaces below renamed or moved ones: their paths
 /// changed although the feed did not mention them.
 async fn refresh_descendants(
     ctx: &SyncContext,
     connection: &ConnectionRow,
-    connector: &DriveConnector,
+    feed: &dyn ChangeFeed,
     roots: &[SpaceAddress],
-    depth: u32,
     report: &mut IncrementalReport,
 ) -> Result<()> {
     let spaces = ctx
@@ -349,19 +326,24 @@ async fn refresh_descendants(
             if !done.insert(child.clone()) {
                 continue;
             }
-            match connector.read_folder(child.stable_id()).await? {
-                FolderRead::Found { record, depth: d } if d <= depth => {
+            match feed.reread(&child).await? {
+                FeedEntry::Current { record, .. } => {
                     apply(ctx, connection, &[record], report).await?;
                 }
-                FolderRead::Gone => {
+                FeedEntry::Gone(_) => {
                     if ctx.store.tombstone(&child).await? {
                         report.tombstoned += 1;
                     }
                 }
-                _ => report.skipped += 1,
+                FeedEntry::OutOfScope { .. } => report.skipped += 1,
             }
             queue.push(child);
         }
     }
     Ok(())
+}
+
+/// The trigger of an incremental run, e.g. `drive-changes`.
+fn changes_trigger(connection: &ConnectionRow) -> String {
+    format!("{}-changes", connection.platform)
 }
