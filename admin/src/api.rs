@@ -6,7 +6,8 @@
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use cmcp_registry::{Decision, PlaceInput, ProposalFilter};
+use cmcp_domain::ConnectionStatus;
+use cmcp_registry::{Decision, PlaceInput, Power, ProposalFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -63,10 +64,10 @@ async fn list_proposals(
     caller: Caller,
     Query(q): Query<ProposalQuery>,
 ) -> ApiResult {
-    caller.require(Need::Power("mappings"))?;
+    caller.require(Need::Power(Power::Mappings))?;
     let filter = ProposalFilter {
-        state: q.state,
-        platform: q.platform,
+        state: q.state.as_deref().map(str::parse).transpose()?,
+        platform: q.platform.as_deref().map(str::parse).transpose()?,
         min_confidence: q.min_confidence,
         max_confidence: q.max_confidence,
         text: q.text,
@@ -139,7 +140,7 @@ async fn decide_proposals(
     caller: Caller,
     body: Json<Value>,
 ) -> ApiResult {
-    caller.require(Need::Power("mappings"))?;
+    caller.require(Need::Power(Power::Mappings))?;
     let body: DecideBody =
         serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let decided = decide(&st, &caller.actor(), &body).await?;
@@ -150,7 +151,7 @@ async fn decide_proposals(
     responses((status = 200, description = "Approved mappings"), (status = 401, description = "No valid API key"),
               (status = 403, description = "Needs an admin key with the mappings power")))]
 async fn list_mappings(State(st): State<AdminState>, caller: Caller) -> ApiResult {
-    caller.require(Need::Power("mappings"))?;
+    caller.require(Need::Power(Power::Mappings))?;
     Ok(Json(json!({ "items": st.store.list_mappings().await? })))
 }
 
@@ -171,7 +172,7 @@ pub struct PlaceBody {
               (status = 401, description = "No valid API key"),
               (status = 403, description = "Needs an admin key with the mappings power")))]
 async fn put_places(State(st): State<AdminState>, caller: Caller, body: Json<Value>) -> ApiResult {
-    caller.require(Need::Power("mappings"))?;
+    caller.require(Need::Power(Power::Mappings))?;
     let places: Vec<PlaceInput> =
         serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let figures = st.store.put_places(&places, &caller.actor()).await?;
@@ -200,7 +201,7 @@ pub async fn connections_overview(st: &AdminState) -> Result<Vec<Value>, AdminEr
               (status = 401, description = "No valid API key"),
               (status = 403, description = "Needs an admin key with the connections power")))]
 async fn list_connections(State(st): State<AdminState>, caller: Caller) -> ApiResult {
-    caller.require(Need::Power("connections"))?;
+    caller.require(Need::Power(Power::Connections))?;
     Ok(Json(json!({ "items": connections_overview(&st).await? })))
 }
 
@@ -221,12 +222,13 @@ async fn set_connection_status(
     Path(id): Path<String>,
     body: Json<Value>,
 ) -> ApiResult {
-    caller.require(Need::Power("connections"))?;
+    caller.require(Need::Power(Power::Connections))?;
     let body: StatusBody =
         serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let status: ConnectionStatus = body.status.parse()?;
     let changed = st
         .store
-        .set_connection_status(&id, &body.status, &caller.actor(), body.reason.as_deref())
+        .set_connection_status(&id, status, &caller.actor(), body.reason.as_deref())
         .await?;
     Ok(Json(
         json!({ "id": id, "status": body.status, "changed": changed }),

@@ -5,7 +5,7 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use cmcp_registry::{ApiKeyRow, NewApiKey, Store};
+use cmcp_registry::{ApiKeyRow, NewApiKey, Power, Powers, Role, Store};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -39,8 +39,11 @@ pub async fn create_key(
                 id: &id,
                 name,
                 key_hash: &hash_secret(&secret),
-                role,
-                powers,
+                role: role.parse()?,
+                powers: &powers
+                    .iter()
+                    .map(|p| p.parse::<Power>())
+                    .collect::<Result<Powers, _>>()?,
             },
             actor,
         )
@@ -54,7 +57,7 @@ pub enum Need {
     /// An admin key, whatever its powers.
     Admin,
     /// An admin key with this named power.
-    Power(&'static str),
+    Power(Power),
 }
 
 /// The caller, authenticated by `Authorization: Bearer <key>`.
@@ -64,7 +67,7 @@ pub struct Caller(pub ApiKeyRow);
 impl Caller {
     pub fn require(&self, need: Need) -> Result<(), AdminError> {
         let ok = match need {
-            Need::Admin => self.0.role == "admin",
+            Need::Admin => self.0.role == Role::Admin,
             Need::Power(p) => self.0.has_power(p),
         };
         if ok {

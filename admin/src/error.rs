@@ -33,6 +33,14 @@ impl From<RegistryError> for AdminError {
     }
 }
 
+/// A name outside its set (a role, a power, a status, a state) is the
+/// caller's mistake; the message lists the known values.
+impl From<cmcp_domain::UnknownName> for AdminError {
+    fn from(e: cmcp_domain::UnknownName) -> Self {
+        AdminError::BadRequest(e.to_string())
+    }
+}
+
 impl From<cmcp_matching::MatchingError> for AdminError {
     fn from(e: cmcp_matching::MatchingError) -> Self {
         match e {

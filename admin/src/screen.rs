@@ -13,7 +13,8 @@ use axum::http::header::{LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use cmcp_registry::{ProposalFilter, ProposalRow};
+use cmcp_domain::ConnectionStatus;
+use cmcp_registry::{Power, ProposalFilter, ProposalRow, ProposalState, Role};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
@@ -100,7 +101,7 @@ fn target_words(p: &ProposalRow) -> String {
     match (&p.place_id, &p.create_name) {
         (Some(place), _) => format!("→ place {place}"),
         (None, Some(name)) => format!("→ create cMCP project \"{name}\""),
-        _ => p.target.clone(),
+        _ => p.target.to_string(),
     }
 }
 
@@ -159,16 +160,22 @@ async fn render(
         "pending"
     };
     let page = q.page.unwrap_or(0).max(0);
-    let filter = |state: &str| ProposalFilter {
-        state: Some(state.to_owned()),
+    let filter = |state: ProposalState| ProposalFilter {
+        state: Some(state),
         limit: PAGE_SIZE,
         offset: page * PAGE_SIZE,
         ..Default::default()
     };
-    let pending_total = st.store.count_proposals(&filter("proposed")).await?;
+    let pending_total = st
+        .store
+        .count_proposals(&filter(ProposalState::Proposed))
+        .await?;
     let body = if view == "pending" {
-        let rows = st.store.list_proposals(&filter("proposed")).await?;
-        let mut groups: BTreeMap<(String, u8, &str), Vec<&ProposalRow>> = BTreeMap::new();
+        let rows = st
+            .store
+            .list_proposals(&filter(ProposalState::Proposed))
+            .await?;
+        let mut groups: BTreeMap<(&str, u8, &str), Vec<&ProposalRow>> = BTreeMap::new();
         for p in &rows {
             let b = band(p.confidence);
             let order = match b {
@@ -177,7 +184,7 @@ async fn render(
                 _ => 2,
             };
             groups
-                .entry((p.platform.clone(), order, b))
+                .entry((p.platform.as_str(), order, b))
                 .or_default()
                 .push(p);
         }
@@ -208,10 +215,10 @@ async fn render(
             }
         }
     } else {
-        let mut f = filter("approved");
+        let mut f = filter(ProposalState::Approved);
         let approved = st.store.list_proposals(&f).await?;
         let approved_total = st.store.count_proposals(&f).await?;
-        f.state = Some("rejected".to_owned());
+        f.state = Some(ProposalState::Rejected);
         let rejected = st.store.list_proposals(&f).await?;
         let rejected_total = st.store.count_proposals(&f).await?;
         let decided: Vec<&ProposalRow> = approved.iter().chain(&rejected).collect();
@@ -327,7 +334,7 @@ async fn sign_in(State(st): State<AdminState>, headers: HeaderMap, body: String)
         Err(e) => return html_error(e.into()),
     };
     match found {
-        Some(k) if k.role == "admin" && !key.is_empty() => {
+        Some(k) if k.role == Role::Admin && !key.is_empty() => {
             match session::start(&st.store, &k.id).await {
                 Ok(sid) => (
                     StatusCode::SEE_OTHER,
@@ -392,7 +399,7 @@ async fn decide_form(State(st): State<AdminState>, headers: HeaderMap, body: Str
     let pairs = form_pairs(&body);
     let run = async {
         let s = checked(&st, &headers, &pairs).await?;
-        if !s.row.key.has_power("mappings") {
+        if !s.row.key.has_power(Power::Mappings) {
             return Err(AdminError::Forbidden(
                 "deciding needs the mappings power".to_owned(),
             ));
@@ -438,13 +445,13 @@ async fn connection_form(
     let pairs = form_pairs(&body);
     let run = async {
         let s = checked(&st, &headers, &pairs).await?;
-        if !s.row.key.has_power("connections") {
+        if !s.row.key.has_power(Power::Connections) {
             return Err(AdminError::Forbidden(
                 "this needs the connections power".to_owned(),
             ));
         }
         let id = field(&pairs, "id").unwrap_or("");
-        let status = field(&pairs, "status").unwrap_or("");
+        let status: ConnectionStatus = field(&pairs, "status").unwrap_or("").parse()?;
         let reason = field(&pairs, "reason")
             .map(str::trim)
             .filter(|r| !r.is_empty());

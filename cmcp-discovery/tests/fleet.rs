@@ -121,7 +121,11 @@ async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
         ..QueueConfig::default()
     };
     Queue::new(&db.store, &qcfg)
-        .push(SyncConnection::new(CONNECTION, "test"), None, None)
+        .push(
+            SyncConnection::new(CONNECTION, cmcp_domain::RunTrigger::Test),
+            None,
+            None,
+        )
         .await
         .unwrap();
 
@@ -257,7 +261,11 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
     // budget at the same time.
     let _a = start_worker(dir.path(), &db.url, &key, "budget-a");
     queue
-        .push(SyncConnection::new("github-acme", "test"), None, None)
+        .push(
+            SyncConnection::new("github-acme", cmcp_domain::RunTrigger::Test),
+            None,
+            None,
+        )
         .await
         .unwrap();
     wait_until(
@@ -274,7 +282,11 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
     .await;
     let _b = start_worker(dir.path(), &db.url, &key, "budget-b");
     queue
-        .push(SyncConnection::new("github-alice", "test"), None, None)
+        .push(
+            SyncConnection::new("github-alice", cmcp_domain::RunTrigger::Test),
+            None,
+            None,
+        )
         .await
         .unwrap();
     wait_until(

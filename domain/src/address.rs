@@ -16,99 +16,34 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DomainError, Result};
 
-/// The platforms the fleet reads. Adding one means a connector, a simulator
-/// and its kinds here; `Platform::ALL` is what error messages list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Platform {
-    Github,
-    Bitbucket,
-    Jira,
-    Drive,
-}
-
-impl Platform {
-    pub const ALL: [Platform; 4] = [
-        Platform::Github,
-        Platform::Bitbucket,
-        Platform::Jira,
-        Platform::Drive,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Github => "github",
-            Platform::Bitbucket => "bitbucket",
-            Platform::Jira => "jira",
-            Platform::Drive => "drive",
-        }
+crate::string_enum! {
+    /// The platforms the fleet reads. Adding one means a connector, a
+    /// simulator and its kinds here; `Platform::ALL` is what error messages
+    /// list.
+    pub enum Platform: "platform" {
+        Github = "github",
+        Bitbucket = "bitbucket",
+        Jira = "jira",
+        Drive = "drive",
     }
 }
 
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::string_enum! {
+    /// What a space is. Containers (orgs, workspaces, projects, shared
+    /// drives) and the things inside them (repos, folders) are all spaces.
+    pub enum SpaceKind: "space kind" {
+        GithubOrg = "github-org",
+        GithubRepo = "github-repo",
+        BitbucketWorkspace = "bitbucket-workspace",
+        BitbucketProject = "bitbucket-project",
+        BitbucketRepo = "bitbucket-repo",
+        JiraProject = "jira-project",
+        DriveSharedDrive = "drive-shared-drive",
+        DriveFolder = "drive-folder",
     }
-}
-
-impl FromStr for Platform {
-    type Err = DomainError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Platform::ALL
-            .into_iter()
-            .find(|p| p.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| DomainError::UnknownPlatform {
-                given: s.to_owned(),
-                known: Platform::ALL
-                    .iter()
-                    .map(|p| p.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-    }
-}
-
-/// What a space is. Containers (orgs, workspaces, projects, shared drives)
-/// and the things inside them (repos, folders) are all spaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SpaceKind {
-    GithubOrg,
-    GithubRepo,
-    BitbucketWorkspace,
-    BitbucketProject,
-    BitbucketRepo,
-    JiraProject,
-    DriveSharedDrive,
-    DriveFolder,
 }
 
 impl SpaceKind {
-    pub const ALL: [SpaceKind; 8] = [
-        SpaceKind::GithubOrg,
-        SpaceKind::GithubRepo,
-        SpaceKind::BitbucketWorkspace,
-        SpaceKind::BitbucketProject,
-        SpaceKind::BitbucketRepo,
-        SpaceKind::JiraProject,
-        SpaceKind::DriveSharedDrive,
-        SpaceKind::DriveFolder,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpaceKind::GithubOrg => "github-org",
-            SpaceKind::GithubRepo => "github-repo",
-            SpaceKind::BitbucketWorkspace => "bitbucket-workspace",
-            SpaceKind::BitbucketProject => "bitbucket-project",
-            SpaceKind::BitbucketRepo => "bitbucket-repo",
-            SpaceKind::JiraProject => "jira-project",
-            SpaceKind::DriveSharedDrive => "drive-shared-drive",
-            SpaceKind::DriveFolder => "drive-folder",
-        }
-    }
-
     pub fn platform(self) -> Platform {
         match self {
             SpaceKind::GithubOrg | SpaceKind::GithubRepo => Platform::Github,
@@ -148,26 +83,6 @@ impl SpaceKind {
         } else {
             unbraced.to_ascii_lowercase()
         }
-    }
-}
-
-impl fmt::Display for SpaceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for SpaceKind {
-    type Err = DomainError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        SpaceKind::ALL
-            .into_iter()
-            .find(|k| k.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| DomainError::InvalidAddress {
-                given: s.to_owned(),
-                why: "unknown space kind".to_owned(),
-            })
     }
 }
 

@@ -7,69 +7,40 @@
 //! `git@github.com:acme/repo.git` and `ssh://git@github.com/acme/repo` all
 //! normalise to `github.com/acme/repo`.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DomainError, Result};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AliasKind {
-    /// A short display name (`Hello-World`).
-    Name,
-    /// `owner/name` as the platform prints it.
-    FullName,
-    /// The page a person opens in a browser.
-    WebUrl,
-    /// A clone URL in any of its spellings.
-    GitRemote,
-    /// A project key (Jira `PAY`, Bitbucket `PROJ`).
-    Key,
-    /// A URL slug (Bitbucket repo slug).
-    Slug,
-    /// A path inside a container (Drive folder path).
-    Path,
-    /// A second, opaque platform id (GitHub `node_id`): case-sensitive.
-    HostId,
-    /// A repository's root (first) commit: its full SHA-1 (40 hex digits) or
-    /// SHA-256 (64) object id, lower-case. Forks and mirrors keep their root
-    /// commit, so two repos sharing one likely hold the same history.
-    ///
-    /// No connector reports it yet: finding the root commit costs one extra
-    /// request per repo (walking to the end of the commit list), which the
-    /// catalogue syncs do not spend today.
-    FirstCommit,
+crate::string_enum! {
+    /// What kind of name an alias is.
+    pub enum AliasKind: "alias kind" {
+        /// A short display name (`Hello-World`).
+        Name = "name",
+        /// `owner/name` as the platform prints it.
+        FullName = "full-name",
+        /// The page a person opens in a browser.
+        WebUrl = "web-url",
+        /// A clone URL in any of its spellings.
+        GitRemote = "git-remote",
+        /// A project key (Jira `PAY`, Bitbucket `PROJ`).
+        Key = "key",
+        /// A URL slug (Bitbucket repo slug).
+        Slug = "slug",
+        /// A path inside a container (Drive folder path).
+        Path = "path",
+        /// A second, opaque platform id (GitHub `node_id`): case-sensitive.
+        HostId = "host-id",
+        /// A repository's root (first) commit: its full SHA-1 (40 hex digits)
+        /// or SHA-256 (64) object id, lower-case. Forks and mirrors keep
+        /// their root commit, so two repos sharing one likely hold the same
+        /// history.
+        ///
+        /// No connector reports it yet: finding the root commit costs one
+        /// extra request per repo (walking to the end of the commit list),
+        /// which the catalogue syncs do not spend today.
+        FirstCommit = "first-commit",
+    }
 }
 
 impl AliasKind {
-    pub const ALL: [AliasKind; 9] = [
-        AliasKind::Name,
-        AliasKind::FullName,
-        AliasKind::WebUrl,
-        AliasKind::GitRemote,
-        AliasKind::Key,
-        AliasKind::Slug,
-        AliasKind::Path,
-        AliasKind::HostId,
-        AliasKind::FirstCommit,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AliasKind::Name => "name",
-            AliasKind::FullName => "full-name",
-            AliasKind::WebUrl => "web-url",
-            AliasKind::GitRemote => "git-remote",
-            AliasKind::Key => "key",
-            AliasKind::Slug => "slug",
-            AliasKind::Path => "path",
-            AliasKind::HostId => "host-id",
-            AliasKind::FirstCommit => "first-commit",
-        }
-    }
-
     /// The lookup form of `raw` for this kind, or `None` when `raw` cannot be
     /// an alias of this kind (empty, not a remote at all, not a full commit
     /// id).
@@ -98,23 +69,6 @@ impl AliasKind {
             AliasKind::FirstCommit => normalise_commit_id(trimmed)?,
         };
         (!value.is_empty()).then_some(value)
-    }
-}
-
-impl fmt::Display for AliasKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for AliasKind {
-    type Err = DomainError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        AliasKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| DomainError::UnknownAliasKind(s.to_owned()))
     }
 }
 

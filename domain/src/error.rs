@@ -6,8 +6,7 @@ pub type Result<T, E = DomainError> = std::result::Result<T, E>;
 pub enum DomainError {
     #[error("invalid space address {given:?}: {why}")]
     InvalidAddress { given: String, why: String },
-    #[error("unknown platform {given:?}; known platforms: {known}")]
-    UnknownPlatform { given: String, known: String },
-    #[error("unknown alias kind {0:?}")]
-    UnknownAliasKind(String),
+    /// A name outside its closed set (a platform, an alias kind, …).
+    #[error(transparent)]
+    Unknown(#[from] crate::names::UnknownName),
 }

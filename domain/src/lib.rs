@@ -5,14 +5,16 @@
 pub mod address;
 pub mod alias;
 pub mod error;
+pub mod names;
 pub mod record;
 pub mod secret;
 
 pub use address::{Platform, SpaceAddress, SpaceKind};
 pub use alias::{Alias, AliasKind, normalise_git_remote, normalise_web_url};
 pub use error::{DomainError, Result};
+pub use names::UnknownName;
 pub use record::{
-    ConnectionSpec, Owner, RiskNotice, RunFigures, RunOutcome, SpaceRecord, SpaceState,
-    SpaceStatus, Visibility,
+    ConnectionSpec, ConnectionStatus, Owner, RiskCode, RiskNotice, RunFigures, RunOutcome,
+    RunTrigger, SpaceRecord, SpaceState, SpaceStatus, Visibility,
 };
-pub use secret::Token;
+pub use secret::{Credential, CredentialError, Token};

@@ -39,30 +39,11 @@ impl fmt::Display for Owner {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Visibility {
-    Public,
-    Private,
-    Internal,
-}
-
-impl Visibility {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Visibility::Public => "public",
-            Visibility::Private => "private",
-            Visibility::Internal => "internal",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Visibility> {
-        match s {
-            "public" => Some(Visibility::Public),
-            "private" => Some(Visibility::Private),
-            "internal" => Some(Visibility::Internal),
-            _ => None,
-        }
+crate::string_enum! {
+    pub enum Visibility: "visibility" {
+        Public = "public",
+        Private = "private",
+        Internal = "internal",
     }
 }
 
@@ -98,34 +79,16 @@ impl SpaceRecord {
     }
 }
 
-/// Where a space stands in the registry's life cycle (not the platform's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SpaceStatus {
-    /// Seen in the last complete listing (or confirmed by a direct read).
-    Active,
-    /// Absent from a complete listing. Not deleted: the token may see less.
-    Missing,
-    /// Confirmed gone by the platform (404/410 on a direct read by id).
-    Tombstoned,
-}
-
-impl SpaceStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpaceStatus::Active => "active",
-            SpaceStatus::Missing => "missing",
-            SpaceStatus::Tombstoned => "tombstoned",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SpaceStatus> {
-        match s {
-            "active" => Some(SpaceStatus::Active),
-            "missing" => Some(SpaceStatus::Missing),
-            "tombstoned" => Some(SpaceStatus::Tombstoned),
-            _ => None,
-        }
+crate::string_enum! {
+    /// Where a space stands in the registry's life cycle (not the
+    /// platform's).
+    pub enum SpaceStatus: "space status" {
+        /// Seen in the last complete listing (or confirmed by a direct read).
+        Active = "active",
+        /// Absent from a complete listing. Not deleted: the token may see less.
+        Missing = "missing",
+        /// Confirmed gone by the platform (404/410 on a direct read by id).
+        Tombstoned = "tombstoned",
     }
 }
 
@@ -133,8 +96,7 @@ impl SpaceStatus {
 /// never refuses a token for it; it says so.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RiskNotice {
-    /// Stable machine code, e.g. `write-scope`.
-    pub code: String,
+    pub code: RiskCode,
     pub message: String,
 }
 
@@ -156,40 +118,56 @@ pub struct RunFigures {
     pub duration_ms: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunOutcome {
-    Running,
-    /// Every page succeeded: unseen spaces were marked missing.
-    Complete,
-    /// Some page failed: nothing was marked missing.
-    Partial,
-    /// Nothing could be read (bad token, unreachable platform).
-    Failed,
-    /// Another worker held the connection; this run did nothing.
-    Deferred,
+crate::string_enum! {
+    pub enum RunOutcome: "run outcome" {
+        Running = "running",
+        /// Every page succeeded: unseen spaces were marked missing.
+        Complete = "complete",
+        /// Some page failed: nothing was marked missing.
+        Partial = "partial",
+        /// Nothing could be read (bad token, unreachable platform).
+        Failed = "failed",
+        /// Another worker held the connection; this run did nothing.
+        Deferred = "deferred",
+    }
 }
 
-impl RunOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Running => "running",
-            RunOutcome::Complete => "complete",
-            RunOutcome::Partial => "partial",
-            RunOutcome::Failed => "failed",
-            RunOutcome::Deferred => "deferred",
-        }
+crate::string_enum! {
+    /// Who or what started a sync run.
+    pub enum RunTrigger: "run trigger" {
+        /// `cmcp-discovery sync`.
+        Cli = "cli",
+        /// The schedule.
+        Schedule = "schedule",
+        /// A job queued again after a failure that may pass.
+        Retry = "retry",
+        /// A webhook delivery that needs a full sync.
+        Webhook = "webhook",
+        /// A Drive change notification read through the changes feed.
+        DriveChanges = "drive-changes",
+        /// The `demo` command.
+        Demo = "demo",
+        /// A test or benchmark.
+        Test = "test",
+        Bench = "bench",
     }
+}
 
-    pub fn parse(s: &str) -> Option<RunOutcome> {
-        match s {
-            "running" => Some(RunOutcome::Running),
-            "complete" => Some(RunOutcome::Complete),
-            "partial" => Some(RunOutcome::Partial),
-            "failed" => Some(RunOutcome::Failed),
-            "deferred" => Some(RunOutcome::Deferred),
-            _ => None,
-        }
+crate::string_enum! {
+    /// Whether the ADMIN lets a connection sync.
+    pub enum ConnectionStatus: "connection status" {
+        Enabled = "enabled",
+        Disabled = "disabled",
+    }
+}
+
+crate::string_enum! {
+    /// The stable machine code of a [`RiskNotice`].
+    pub enum RiskCode: "risk code" {
+        /// The credential can write to the platform (the fleet only reads).
+        WriteScope = "write-scope",
+        /// The platform reports the connection's webhook deleted.
+        WebhookDeleted = "webhook-deleted",
     }
 }
 

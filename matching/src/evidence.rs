@@ -4,6 +4,16 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+cmcp_domain::string_enum! {
+    /// What two spaces share in [`Evidence::SameFingerprint`].
+    pub enum FingerprintKind: "fingerprint kind" {
+        /// A clone URL, in any spelling.
+        GitRemote = "git remote",
+        /// The platform's second, opaque id of the repo (GitHub `node_id`).
+        HostRepoId = "host repo id",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Evidence {
@@ -31,7 +41,7 @@ pub enum Evidence {
     /// A repo of the container shares a remote or host id with a space that
     /// is already mapped (directly or through its container).
     SameFingerprint {
-        what: String,
+        what: FingerprintKind,
         value: String,
         mapped_space: String,
     },

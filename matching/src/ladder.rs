@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_registry::store::{normalise_place_key, normalise_place_name};
 
-use crate::evidence::{Evidence, combined_confidence};
+use crate::evidence::{Evidence, FingerprintKind, combined_confidence};
 use crate::similarity::{jaro_winkler, trigrams};
 
 #[derive(Debug, Clone)]
@@ -297,13 +297,13 @@ pub fn propose(
                                 );
                                 continue;
                             }
-                            AliasKind::HostId => "host repo id",
-                            _ => "git remote",
+                            AliasKind::HostId => FingerprintKind::HostRepoId,
+                            _ => FingerprintKind::GitRemote,
                         };
                         add(
                             i,
                             Evidence::SameFingerprint {
-                                what: what.to_owned(),
+                                what,
                                 value: value.clone(),
                                 mapped_space,
                             },

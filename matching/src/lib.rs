@@ -11,7 +11,7 @@ pub mod ladder;
 pub mod refresh;
 pub mod similarity;
 
-pub use evidence::{Evidence, combined_confidence, evidence_hash};
+pub use evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
 pub use ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
 pub use refresh::{load_input, refresh_proposals, to_new_proposal};
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use cmcp_domain::{AliasKind, SpaceAddress};
-use cmcp_registry::{NewProposal, ProposalFigures, ProposalTarget, Store};
+use cmcp_registry::{NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget, Store};
 
 use crate::Result;
 use crate::evidence::evidence_hash;
@@ -19,7 +19,7 @@ pub async fn load_input(
     let mut aliases: HashMap<String, Vec<PlaceAlias>> = HashMap::new();
     for a in store.list_place_aliases().await? {
         aliases.entry(a.place_id).or_default().push(PlaceAlias {
-            is_key: a.kind == "key",
+            is_key: a.kind == PlaceAliasKind::Key,
             raw: a.raw,
             retired: a.valid_to.is_some(),
         });

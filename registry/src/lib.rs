@@ -14,9 +14,9 @@ pub use store::DrivePageToken;
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt, MappingRow,
     MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal, PageStats,
-    PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, ProposalFigures, ProposalFilter,
-    ProposalRow, ProposalTarget, Resolution, SessionRow, SpaceFilter, SpaceRow, Store,
-    StoreOptions, SyncRunRow,
+    PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, Power, Powers,
+    ProposalFigures, ProposalFilter, ProposalRow, ProposalState, ProposalTarget, Resolution, Role,
+    SessionRow, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};

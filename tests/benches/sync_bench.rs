@@ -34,7 +34,9 @@ fn peak_rss_kib() -> Option<u64> {
 
 async fn timed_sync(h: &Harness) -> (Duration, RunFigures) {
     let started = Instant::now();
-    let result = run_sync(&h.ctx, CONNECTION, "bench").await.expect("sync");
+    let result = run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Bench)
+        .await
+        .expect("sync");
     let elapsed = started.elapsed();
     let (Some(outcome), Some(figures)) = (result.run_outcome(), result.figures().cloned()) else {
         panic!("deferred")

@@ -86,7 +86,11 @@ pub async fn two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance(db
             ..ctx.http.clone()
         },
     );
-    let (outcome, _, error) = finished(run_sync(&seed, FIRST, "seed").await.expect("seed"));
+    let (outcome, _, error) = finished(
+        run_sync(&seed, FIRST, cmcp_domain::RunTrigger::Test)
+            .await
+            .expect("seed"),
+    );
     assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
     sim.set_rate_limit(Some(RateLimitConfig {
         limit: LIMIT,
@@ -103,8 +107,8 @@ pub async fn two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance(db
         ..ctx.clone()
     };
     let (a, b) = tokio::join!(
-        run_sync(&ctx, FIRST, "test"),
-        run_sync(&other, SECOND, "test")
+        run_sync(&ctx, FIRST, cmcp_domain::RunTrigger::Test),
+        run_sync(&other, SECOND, cmcp_domain::RunTrigger::Test)
     );
     let (a_outcome, a_figures, a_error) = finished(a.expect("first sync"));
     let (b_outcome, b_figures, b_error) = finished(b.expect("second sync"));

@@ -30,7 +30,10 @@ both_backends!(
 );
 
 async fn sync(ctx: &SyncContext, id: &str) -> RunOutcome {
-    match run_sync(ctx, id, "test").await.expect("sync") {
+    match run_sync(ctx, id, cmcp_domain::RunTrigger::Test)
+        .await
+        .expect("sync")
+    {
         SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
         done => done.run_outcome().expect("a run"),
     }

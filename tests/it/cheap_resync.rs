@@ -66,7 +66,9 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
         fast_http(),
     )
     .await;
-    let first = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
+    let first = run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .expect("sync");
     let (Some(outcome), Some(figures)) = (first.run_outcome(), first.figures().cloned()) else {
         panic!("deferred");
     };
@@ -77,7 +79,9 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
     let before = registry_rows(h.store()).await;
     assert!(before.iter().filter(|r| r.starts_with("cache ")).count() == 100);
     h.sim.reset_stats();
-    let second = run_sync(&h.ctx, CONNECTION, "test").await.expect("sync");
+    let second = run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .expect("sync");
     let (Some(outcome), Some(figures)) = (second.run_outcome(), second.figures().cloned()) else {
         panic!("deferred");
     };

@@ -29,7 +29,7 @@ fn domain() -> DriveSimConfig {
 }
 
 async fn full(h: &DriveHarness) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
-    match run_full(&h.ctx, DRIVE_CONNECTION, "test")
+    match run_full(&h.ctx, DRIVE_CONNECTION, cmcp_domain::RunTrigger::Test)
         .await
         .expect("sync")
     {
@@ -188,7 +188,9 @@ async fn incomplete_drive_listing_marks_nothing_missing(db: TestDb) {
         failing_pages: [2].into_iter().collect(),
         ..Faults::default()
     });
-    let result = run_sync(&h.ctx, DRIVE_CONNECTION, "test").await.unwrap();
+    let result = run_sync(&h.ctx, DRIVE_CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .unwrap();
     let (Some(outcome), Some(figures)) = (result.run_outcome(), result.figures().cloned()) else {
         panic!("deferred")
     };

@@ -67,7 +67,9 @@ async fn synced(db: TestDb) -> DriveHarness {
     )
     .await;
     assert!(matches!(
-        run_full(&h.ctx, DRIVE_CONNECTION, "test").await.unwrap(),
+        run_full(&h.ctx, DRIVE_CONNECTION, cmcp_domain::RunTrigger::Test)
+            .await
+            .unwrap(),
         SyncOutcome::Complete { .. }
     ));
     assert_eq!(

@@ -85,7 +85,11 @@ async fn five_queued_syncs_of_one_connection_run_one_after_another(db: TestDb) {
     let queue = Queue::new(h.store(), &QueueConfig::default());
     for _ in 0..5 {
         queue
-            .push(SyncConnection::new(CONNECTION, "test"), None, None)
+            .push(
+                SyncConnection::new(CONNECTION, cmcp_domain::RunTrigger::Test),
+                None,
+                None,
+            )
             .await
             .unwrap();
     }
@@ -130,7 +134,10 @@ async fn drive_incremental_pass_keeps_its_lease_past_the_ttl(db: TestDb) {
     .await;
     let ttl = Duration::from_secs(2);
     h.ctx.sync.lease_ttl = ttl;
-    match run_full(&h.ctx, DRIVE_CONNECTION, "test").await.unwrap() {
+    match run_full(&h.ctx, DRIVE_CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .unwrap()
+    {
         SyncOutcome::Complete { .. } => {}
         other => panic!("{other:?}"),
     }

@@ -36,9 +36,14 @@ async fn run_job(h: &Harness, id: &str) -> String {
     cmcp_worker::queue::setup(h.store()).await.unwrap();
     let cfg = QueueConfig::default();
     let queue = Queue::new(h.store(), &cfg);
-    sync_connection::run(&SyncConnection::new(id, "test"), &h.ctx, &queue, &cfg)
-        .await
-        .expect("the job ran")
+    sync_connection::run(
+        &SyncConnection::new(id, cmcp_domain::RunTrigger::Test),
+        &h.ctx,
+        &queue,
+        &cfg,
+    )
+    .await
+    .expect("the job ran")
 }
 
 pub async fn rejected_credential_queues_no_retry(db: TestDb) {
@@ -85,7 +90,7 @@ pub async fn unavailable_upstream_queues_a_retry(db: TestDb) {
         queued(h.store()).await,
         vec![SyncConnection {
             connection_id: CONNECTION.to_owned(),
-            trigger: "retry".to_owned(),
+            trigger: cmcp_domain::RunTrigger::Retry,
             attempt: 1,
         }],
         "a 5xx is retried"

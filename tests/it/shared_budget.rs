@@ -42,7 +42,11 @@ pub async fn two_workers_sharing_a_token_never_exceed_the_budget(db: TestDb) {
     // The first connection's spaces exist; the second connection is a
     // person's, so its syncs read everything and write none of them (the
     // two never race on the same rows).
-    let (outcome, _, error) = finished(run_sync(&h.ctx, CONNECTION, "seed").await.expect("seed"));
+    let (outcome, _, error) = finished(
+        run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+            .await
+            .expect("seed"),
+    );
     assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
     add_connection(
         h.store(),
@@ -69,8 +73,8 @@ pub async fn two_workers_sharing_a_token_never_exceed_the_budget(db: TestDb) {
         ..h.ctx.clone()
     };
     let (a, b) = tokio::join!(
-        run_sync(&h.ctx, CONNECTION, "test"),
-        run_sync(&other, SECOND, "test")
+        run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test),
+        run_sync(&other, SECOND, cmcp_domain::RunTrigger::Test)
     );
     let (a_outcome, a_figures, a_error) = finished(a.expect("first sync"));
     let (b_outcome, b_figures, b_error) = finished(b.expect("second sync"));

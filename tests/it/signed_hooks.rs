@@ -49,7 +49,9 @@ where
 async fn synced(store: &Store, ctx: &SyncContext, id: &str) {
     cmcp_worker::queue::setup(store).await.unwrap();
     assert!(matches!(
-        run_sync(ctx, id, "test").await.unwrap(),
+        run_sync(ctx, id, cmcp_domain::RunTrigger::Test)
+            .await
+            .unwrap(),
         SyncOutcome::Complete { .. }
     ));
 }

@@ -16,7 +16,10 @@ use cmcp_worker::{
 };
 
 async fn sync_once(h: &Harness) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
-    match run_sync(&h.ctx, CONNECTION, "test").await.expect("sync") {
+    match run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .expect("sync")
+    {
         SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
         done => (
             done.run_outcome().expect("a run"),
@@ -239,7 +242,11 @@ pub async fn sync_through_the_queue_and_a_worker(db: TestDb) {
         let _ = stopped.await;
     }));
     queue
-        .push(SyncConnection::new(CONNECTION, "test"), None, None)
+        .push(
+            SyncConnection::new(CONNECTION, cmcp_domain::RunTrigger::Test),
+            None,
+            None,
+        )
         .await
         .unwrap();
     let run = wait_for_complete_run(h.store(), Duration::from_secs(60)).await;
@@ -296,7 +303,10 @@ pub async fn second_holder_defers_while_a_sync_runs(db: TestDb) {
             .unwrap(),
         LeaseAttempt::Acquired
     );
-    match run_sync(&h.ctx, CONNECTION, "test").await.unwrap() {
+    match run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .unwrap()
+    {
         SyncOutcome::Deferred { holder, .. } => assert_eq!(holder, "another-worker"),
         other => panic!("expected a deferral, got {other:?}"),
     }

@@ -48,7 +48,7 @@ async fn synced(db: TestDb) -> Harness {
     )
     .await;
     assert!(
-        run_sync(&h.ctx, CONNECTION, "test")
+        run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
             .await
             .unwrap()
             .run_outcome()

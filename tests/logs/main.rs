@@ -71,7 +71,9 @@ async fn trace_logs_never_contain_the_token(db: TestDb) {
         .await
         .unwrap();
     tracing::debug!(?token, %token, "a careless log line");
-    let synced = run_sync(&h.ctx, CONNECTION, "test").await.unwrap();
+    let synced = run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
+        .await
+        .unwrap();
     assert!(matches!(synced, SyncOutcome::Complete { .. }), "{synced:?}");
     // A connection whose token the upstream refuses: the 401 path logs too.
     let other = cmcp_fixtures::GithubSim::start(GithubSimConfig {
@@ -88,7 +90,9 @@ async fn trace_logs_never_contain_the_token(db: TestDb) {
         Owner::Company,
     )
     .await;
-    let refused = run_sync(&h.ctx, "github-refused", "test").await.unwrap();
+    let refused = run_sync(&h.ctx, "github-refused", cmcp_domain::RunTrigger::Test)
+        .await
+        .unwrap();
     assert!(matches!(refused, SyncOutcome::Failed { .. }), "{refused:?}");
     assert_database_has_no_token(h.store(), &h.db.url).await;
     let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).into_owned();

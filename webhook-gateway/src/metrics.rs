@@ -19,37 +19,23 @@ pub const ENQUEUE_SECONDS: &str = "cmcp_webhook_enqueue_seconds";
 /// none is); computed from the store at scrape time.
 pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
 
-/// What became of one delivery at the edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Stored with its job.
-    Accepted,
-    /// Stored, nothing to do (an event the catalogue ignores or does not
-    /// model).
-    Ignored,
-    /// Already stored; acknowledged again, no second job.
-    Duplicate,
-    BadSignature,
-    UnknownConnection,
-    TooLarge,
-    /// Signed but not understood: stored as failed and acknowledged.
-    Failed,
-    /// The store could not take it: 503, the sender retries.
-    Unavailable,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Accepted => "accepted",
-            Outcome::Ignored => "ignored",
-            Outcome::Duplicate => "duplicate",
-            Outcome::BadSignature => "bad_signature",
-            Outcome::UnknownConnection => "unknown_connection",
-            Outcome::TooLarge => "too_large",
-            Outcome::Failed => "failed",
-            Outcome::Unavailable => "unavailable",
-        }
+cmcp_domain::string_enum! {
+    /// What became of one delivery at the edge (the `outcome` label).
+    pub enum Outcome: "delivery outcome" {
+        /// Stored with its job.
+        Accepted = "accepted",
+        /// Stored, nothing to do (an event the catalogue ignores or does not
+        /// model).
+        Ignored = "ignored",
+        /// Already stored; acknowledged again, no second job.
+        Duplicate = "duplicate",
+        BadSignature = "bad_signature",
+        UnknownConnection = "unknown_connection",
+        TooLarge = "too_large",
+        /// Signed but not understood: stored as failed and acknowledged.
+        Failed = "failed",
+        /// The store could not take it: 503, the sender retries.
+        Unavailable = "unavailable",
     }
 }
 

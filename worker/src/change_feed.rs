@@ -26,7 +26,9 @@ use std::time::Instant;
 
 use cmcp_connectors::Connector;
 use cmcp_connectors::feed::{ChangeFeed, FeedEntry, FeedPosition};
-use cmcp_domain::{AliasKind, RunFigures, RunOutcome, SpaceAddress, SpaceRecord, SpaceStatus};
+use cmcp_domain::{
+    AliasKind, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord, SpaceStatus,
+};
 use cmcp_registry::{ConnectionRow, SpaceFilter};
 use tracing::{info, instrument, warn};
 
@@ -87,7 +89,7 @@ fn no_feed(connection: &ConnectionRow) -> WorkerError {
 pub async fn run_full(
     ctx: &SyncContext,
     connection_id: &str,
-    trigger: &str,
+    trigger: RunTrigger,
 ) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     // A connector that cannot be built fails its run in `run_sync`, which
@@ -125,7 +127,7 @@ pub async fn run_incremental(ctx: &SyncContext, connection_id: &str) -> Result<I
     if positions.is_empty() {
         let trigger = changes_trigger(&ctx.store.get_connection(connection_id).await?);
         return Ok(IncrementalOutcome::FullSync(
-            run_full(ctx, connection_id, &trigger).await?,
+            run_full(ctx, connection_id, trigger).await?,
         ));
     }
     let lease =
@@ -156,7 +158,7 @@ async fn incremental_under_lease(
     let connection = ctx.store.get_connection(connection_id).await?;
     let run_id = ctx
         .store
-        .start_run(connection_id, &changes_trigger(&connection), &ctx.holder)
+        .start_run(connection_id, changes_trigger(&connection), &ctx.holder)
         .await?;
     let mut report = IncrementalReport {
         run_id: run_id.clone(),
@@ -343,7 +345,8 @@ async fn refresh_descendants(
     Ok(())
 }
 
-/// The trigger of an incremental run, e.g. `drive-changes`.
-fn changes_trigger(connection: &ConnectionRow) -> String {
-    format!("{}-changes", connection.platform)
+/// The trigger of an incremental run. Drive's is the only change feed, so
+/// its `drive-changes` is the only such trigger.
+fn changes_trigger(_connection: &ConnectionRow) -> RunTrigger {
+    RunTrigger::DriveChanges
 }

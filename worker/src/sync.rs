@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
-use cmcp_domain::{RunFigures, RunOutcome, SpaceAddress, SpaceRecord};
+use cmcp_domain::{RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord};
 use cmcp_registry::{Cipher, ConnectionRow, Store};
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -164,7 +164,7 @@ impl Ending {
 pub async fn run_sync(
     ctx: &SyncContext,
     connection_id: &str,
-    trigger: &str,
+    trigger: RunTrigger,
 ) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     let lease =
@@ -197,7 +197,7 @@ pub async fn run_sync(
 async fn sync_under_lease(
     ctx: &SyncContext,
     connection: &ConnectionRow,
-    trigger: &str,
+    trigger: RunTrigger,
     lost: &AtomicBool,
 ) -> Result<SyncOutcome> {
     let mut run = Run {

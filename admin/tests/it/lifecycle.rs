@@ -257,7 +257,10 @@ pub async fn demo_seed_leaves_proposals_and_an_admin_key(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert!(k.has_power("mappings") && k.has_power("connections"));
+    assert!(
+        k.has_power(cmcp_registry::Power::Mappings)
+            && k.has_power(cmcp_registry::Power::Connections)
+    );
 }
 
 pub async fn changed_evidence_supersedes_an_open_proposal(db: &TestDb) {

@@ -229,7 +229,7 @@ pub async fn five_thousand_pending_are_paged_and_groups_decide(db: &TestDb) {
     for p in db
         .store
         .list_proposals(&cmcp_registry::ProposalFilter {
-            state: Some("proposed".into()),
+            state: Some(cmcp_registry::ProposalState::Proposed),
             limit: 100,
             offset: 4900,
             ..Default::default()

@@ -94,7 +94,7 @@ pub async fn refresh(store: &Store) -> cmcp_registry::ProposalFigures {
 pub async fn proposals(store: &Store, state: &str) -> Vec<cmcp_registry::ProposalRow> {
     store
         .list_proposals(&cmcp_registry::ProposalFilter {
-            state: Some(state.to_owned()),
+            state: Some(state.parse().expect("a proposal state")),
             ..Default::default()
         })
         .await

@@ -1,5 +1,5 @@
 use anyhow::{Context, Result, bail};
-use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
+use cmcp_domain::{ConnectionSpec, Credential, Owner, Platform, Token};
 use cmcp_registry::NewConnection;
 
 use super::when;
@@ -54,8 +54,12 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             // The connector reads the credential kind from the text:
             // `basic:<email>:<token>` (API token) or `bearer:<token>`.
             let token = match email {
-                Some(e) => Token::new(format!("basic:{}:{}", e.trim(), raw.expose())),
-                None => Token::new(format!("bearer:{}", raw.expose())),
+                Some(e) => Credential::Basic {
+                    user: e.trim().to_owned(),
+                    secret: raw.expose().to_owned(),
+                }
+                .to_token(),
+                None => Credential::Bearer(raw.expose().to_owned()).to_token(),
             };
             let id = id.unwrap_or_else(|| default_id("bitbucket", &workspace));
             add_atlassian(app, id, Platform::Bitbucket, workspace, base_url, token).await
@@ -86,7 +90,11 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                 (true, None) => bail!("--scoped needs --cloud-id"),
                 (false, _) => site_url.as_str().trim_end_matches('/').to_owned(),
             };
-            let token = Token::new(format!("basic:{}:{}", email.trim(), raw.expose()));
+            let token = Credential::Basic {
+                user: email.trim().to_owned(),
+                secret: raw.expose().to_owned(),
+            }
+            .to_token();
             let id = id.unwrap_or_else(|| default_id("jira", &scope));
             add_atlassian(app, id, Platform::Jira, scope, base_url, token).await
         }

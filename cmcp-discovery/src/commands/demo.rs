@@ -224,7 +224,11 @@ async fn sync_all(app: &App, ids: &[String]) -> Result<Vec<SyncRunRow>> {
     let since = chrono::Utc::now().timestamp_millis();
     for id in ids {
         app.queue()
-            .push(SyncConnection::new(id.as_str(), "demo"), None, None)
+            .push(
+                SyncConnection::new(id.as_str(), cmcp_domain::RunTrigger::Demo),
+                None,
+                None,
+            )
             .await?;
     }
     let mut runs = Vec::new();
@@ -363,7 +367,7 @@ async fn narrate(app: &App, sims: &Sims, ids: &[String], gateway_url: &str) -> R
     let pending = app
         .store
         .count_proposals(&cmcp_registry::ProposalFilter {
-            state: Some("proposed".to_owned()),
+            state: Some(cmcp_registry::ProposalState::Proposed),
             ..Default::default()
         })
         .await?;

@@ -106,10 +106,10 @@ fn spawn_drive_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::J
                     continue;
                 }
             };
-            for c in connections
-                .iter()
-                .filter(|c| c.platform == cmcp_domain::Platform::Drive && c.status == "enabled")
-            {
+            for c in connections.iter().filter(|c| {
+                c.platform == cmcp_domain::Platform::Drive
+                    && c.status == cmcp_domain::ConnectionStatus::Enabled
+            }) {
                 match cmcp_worker::push_channels::ensure_channels(&state.ctx, &c.id, &public_url)
                     .await
                 {

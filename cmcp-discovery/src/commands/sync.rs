@@ -13,7 +13,11 @@ pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> 
     app.store.get_connection(connection).await?;
     let since = chrono::Utc::now().timestamp_millis();
     app.queue()
-        .push(SyncConnection::new(connection, "cli"), None, None)
+        .push(
+            SyncConnection::new(connection, cmcp_domain::RunTrigger::Cli),
+            None,
+            None,
+        )
         .await?;
     if !wait {
         println!("sync of {connection} queued; a worker (serve or worker) will pick it up");

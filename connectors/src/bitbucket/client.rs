@@ -12,7 +12,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use url::Url;
 
 use super::budget::BitbucketPolicy;
-use crate::common::atlassian::{self, Credential};
+use crate::common::atlassian::{self, AtlassianCredential, Credential};
 use crate::common::config::HttpConfig;
 use crate::common::http::HttpClient;
 use crate::common::shared::SharedBudget;

@@ -20,7 +20,7 @@ pub mod webhook;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cmcp_domain::{Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token};
+use cmcp_domain::{Platform, RiskCode, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use reqwest::header::HeaderMap;
 use tokio::sync::mpsc::Sender;
 use tracing::Instrument;
@@ -59,7 +59,7 @@ pub fn write_scope_risk(headers: &HeaderMap) -> Option<RiskNotice> {
         })
         .collect();
     (!writes.is_empty()).then(|| RiskNotice {
-        code: "write-scope".into(),
+        code: RiskCode::WriteScope,
         message: format!(
             "the Bitbucket credential can change things ({}); the catalogue only needs read scopes \
              (read:repository:bitbucket, read:project:bitbucket, read:workspace:bitbucket)",

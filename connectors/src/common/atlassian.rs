@@ -25,64 +25,28 @@ use crate::error::{ConnectorError, Result};
 /// Longest error message kept from a body that is not Atlassian's JSON.
 const MAX_DETAIL: usize = 200;
 
-/// A decoded credential. `Debug` never shows the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credential {
-    Bearer(String),
-    Basic { user: String, secret: String },
-}
+/// The credential text is the domain's [`Credential`]; what is Atlassian's
+/// here is the reading of a bad one and the header it becomes.
+pub use cmcp_domain::Credential;
 
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Credential::Bearer(_) => f.write_str("Bearer([redacted])"),
-            Credential::Basic { user, .. } => write!(f, "Basic({user}:[redacted])"),
-        }
-    }
-}
-
-impl Credential {
+/// [`Credential`] as the Atlassian connectors use it.
+pub trait AtlassianCredential: Sized {
     /// Parses `bearer:<token>` or `basic:<user>:<token>`; a text without a
     /// known prefix is `None`, so each platform decides what it means.
-    pub fn parse(token: &Token, platform: Platform) -> Result<Option<Credential>> {
-        let text = token.expose().trim();
-        if text.is_empty() {
-            return Err(ConnectorError::InvalidConfig {
-                detail: format!("the {platform} credential is empty"),
-            });
-        }
-        if let Some(rest) = text.strip_prefix("bearer:") {
-            let rest = rest.trim();
-            if rest.is_empty() {
-                return Err(ConnectorError::InvalidConfig {
-                    detail: format!("the {platform} access token after `bearer:` is empty"),
-                });
-            }
-            return Ok(Some(Credential::Bearer(rest.to_owned())));
-        }
-        if let Some(rest) = text.strip_prefix("basic:") {
-            let Some((user, secret)) = rest.split_once(':') else {
-                return Err(ConnectorError::InvalidConfig {
-                    detail: format!(
-                        "the {platform} credential must be `basic:<email>:<token>` (no `:` after the e-mail)"
-                    ),
-                });
-            };
-            if user.trim().is_empty() || secret.trim().is_empty() {
-                return Err(ConnectorError::InvalidConfig {
-                    detail: format!("the {platform} credential has an empty e-mail or token"),
-                });
-            }
-            return Ok(Some(Credential::Basic {
-                user: user.trim().to_owned(),
-                secret: secret.trim().to_owned(),
-            }));
-        }
-        Ok(None)
-    }
+    fn parse(token: &Token, platform: Platform) -> Result<Option<Self>>;
 
     /// The `Authorization` header value, marked sensitive.
-    pub fn header(&self, platform: Platform) -> Result<HeaderValue> {
+    fn header(&self, platform: Platform) -> Result<HeaderValue>;
+}
+
+impl AtlassianCredential for Credential {
+    fn parse(token: &Token, platform: Platform) -> Result<Option<Credential>> {
+        Credential::from_token(token).map_err(|why| ConnectorError::InvalidConfig {
+            detail: format!("the {platform} credential {why}"),
+        })
+    }
+
+    fn header(&self, platform: Platform) -> Result<HeaderValue> {
         let text = match self {
             Credential::Bearer(t) => format!("Bearer {t}"),
             Credential::Basic { user, secret } => {

@@ -35,7 +35,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use cmcp_domain::{
-    ConnectionSpec, Platform, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token,
+    ConnectionSpec, Platform, RiskCode, RiskNotice, SpaceAddress, SpaceKind, SpaceRecord, Token,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -211,7 +211,7 @@ impl DriveConnector {
             Vec::new()
         } else {
             vec![RiskNotice {
-                code: "write-scope".into(),
+                code: RiskCode::WriteScope,
                 message: format!(
                     "the service account's delegation grants scopes that can write: {} (only drive.readonly is needed)",
                     writes.join(", ")

@@ -107,7 +107,7 @@ pub fn repo_record(repo: &Repo, fallback_host: &str) -> Result<SpaceRecord> {
     let visibility = repo
         .visibility
         .as_deref()
-        .and_then(|v| Visibility::parse(&v.to_ascii_lowercase()))
+        .and_then(|v| v.to_ascii_lowercase().parse::<Visibility>().ok())
         .or_else(|| {
             repo.private.map(|p| {
                 if p {

@@ -10,7 +10,7 @@
 //! ones: a scope GitHub adds tomorrow is reported until someone confirms it
 //! is harmless, which is the safe direction for a notice.
 
-use cmcp_domain::RiskNotice;
+use cmcp_domain::{RiskCode, RiskNotice};
 use reqwest::header::HeaderMap;
 
 pub const SCOPES_HEADER: &str = "x-oauth-scopes";
@@ -49,7 +49,7 @@ pub fn write_scopes(scopes: &[String]) -> Vec<&str> {
 pub fn write_scope_risk(scopes: &[String]) -> Option<RiskNotice> {
     let writes = write_scopes(scopes);
     (!writes.is_empty()).then(|| RiskNotice {
-        code: "write-scope".to_owned(),
+        code: RiskCode::WriteScope,
         message: format!(
             "classic token grants write access (scopes: {}); a fine-grained token with read-only Metadata permission is enough",
             writes.join(", ")

@@ -10,7 +10,7 @@ use cmcp_domain::{Platform, Token};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use url::Url;
 
-use crate::common::atlassian::{self, AtlassianPolicy, Credential};
+use crate::common::atlassian::{self, AtlassianCredential, AtlassianPolicy, Credential};
 use crate::common::config::HttpConfig;
 use crate::common::http::HttpClient;
 use crate::common::shared::SharedBudget;

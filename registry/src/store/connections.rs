@@ -2,7 +2,7 @@
 //! The token is sealed before it reaches SQL and is never part of a row type,
 //! so no listing, log line or JSON answer can carry it.
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, RiskNotice, Token};
+use cmcp_domain::{ConnectionSpec, ConnectionStatus, Owner, Platform, RiskNotice, Token};
 use serde::Serialize;
 
 use super::audit::{NewAuditEntry, insert_audit};
@@ -25,7 +25,7 @@ pub struct ConnectionRow {
     pub scope: String,
     pub base_url: String,
     pub owner: Owner,
-    pub status: String,
+    pub status: ConnectionStatus,
     pub risks: Vec<RiskNotice>,
     pub settings: serde_json::Value,
     pub lease_owner: Option<String>,
@@ -59,13 +59,13 @@ impl TryFrom<RawConnection> for ConnectionRow {
         };
         Ok(ConnectionRow {
             platform: r.platform.parse().map_err(|_| corrupt("platform"))?,
+            status: r.status.parse().map_err(|_| corrupt("status"))?,
             risks: serde_json::from_str(&r.risks).map_err(|_| corrupt("risks"))?,
             settings: serde_json::from_str(&r.settings).map_err(|_| corrupt("settings"))?,
             owner: Owner::from_db(&r.owner),
             id: r.id,
             scope: r.scope,
             base_url: r.base_url,
-            status: r.status,
             lease_owner: r.lease_owner,
             lease_until: r.lease_until,
             created_at: r.created_at,
@@ -363,7 +363,11 @@ mod tests {
                 db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
                 LeaseAttempt::Acquired
             );
-            let live = db.store.start_run("c", "cli", "w1").await.unwrap();
+            let live = db
+                .store
+                .start_run("c", cmcp_domain::RunTrigger::Cli, "w1")
+                .await
+                .unwrap();
             assert_eq!(db.store.abandon_running_runs("c", "w2").await.unwrap(), 0);
             assert_eq!(
                 db.store.get_run(&live).await.unwrap().outcome,
@@ -374,7 +378,11 @@ mod tests {
                 .await
                 .unwrap();
             // w1 dies mid-run: its lease lapses, and w2 closes the run.
-            let dead = db.store.start_run("c", "cli", "w1").await.unwrap();
+            let dead = db
+                .store
+                .start_run("c", cmcp_domain::RunTrigger::Cli, "w1")
+                .await
+                .unwrap();
             assert!(db.store.renew_lease("c", "w1", -1).await.unwrap());
             assert_eq!(
                 db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap(),

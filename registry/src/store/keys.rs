@@ -4,27 +4,112 @@
 //! caller (`cmcp-admin`) makes the random secrets, shows a key once and
 //! hashes before calling here. Every change is audited in its transaction.
 
+use cmcp_domain::ConnectionStatus;
 use serde::Serialize;
 
 use super::audit::{NewAuditEntry, insert_audit};
 use super::{Store, in_tx, now_ms, on_pool};
 use crate::error::{RegistryError, Result};
 
+cmcp_domain::string_enum! {
+    /// What a key may do: admins decide, members and services read.
+    pub enum Role: "role" {
+        Admin = "admin",
+        Member = "member",
+        Service = "service",
+    }
+}
+
+cmcp_domain::string_enum! {
+    /// A named power an admin key holds.
+    pub enum Power: "power" {
+        /// Decide mapping proposals.
+        Mappings = "mappings",
+        /// Switch connections on and off.
+        Connections = "connections",
+    }
+}
+
+/// An admin key's powers, in the order they were given; stored and sent
+/// comma-separated (`mappings,connections`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Powers(Vec<Power>);
+
+impl Powers {
+    pub fn new(powers: impl IntoIterator<Item = Power>) -> Powers {
+        Powers(powers.into_iter().collect())
+    }
+
+    pub fn contains(&self, power: Power) -> bool {
+        self.0.contains(&power)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Power> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl FromIterator<Power> for Powers {
+    fn from_iter<I: IntoIterator<Item = Power>>(iter: I) -> Powers {
+        Powers::new(iter)
+    }
+}
+
+impl std::fmt::Display for Powers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|p| p.as_str()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl std::str::FromStr for Powers {
+    type Err = cmcp_domain::UnknownName;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::parse)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Powers)
+    }
+}
+
+impl TryFrom<String> for Powers {
+    type Error = cmcp_domain::UnknownName;
+
+    fn try_from(s: String) -> std::result::Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl Serialize for Powers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct ApiKeyRow {
     pub id: String,
     pub name: String,
-    pub role: String,
-    /// Comma-separated named powers (admins only): mappings, connections.
-    pub powers: String,
+    #[sqlx(try_from = "String")]
+    pub role: Role,
+    /// Named powers (admins only).
+    #[sqlx(try_from = "String")]
+    pub powers: Powers,
     pub created_at: i64,
     pub created_by: String,
     pub revoked_at: Option<i64>,
 }
 
 impl ApiKeyRow {
-    pub fn has_power(&self, power: &str) -> bool {
-        self.role == "admin" && self.powers.split(',').any(|p| p.trim() == power)
+    pub fn has_power(&self, power: Power) -> bool {
+        self.role == Role::Admin && self.powers.contains(power)
     }
 }
 
@@ -32,12 +117,9 @@ pub struct NewApiKey<'a> {
     pub id: &'a str,
     pub name: &'a str,
     pub key_hash: &'a str,
-    pub role: &'a str,
-    pub powers: &'a [String],
+    pub role: Role,
+    pub powers: &'a Powers,
 }
-
-pub const ROLES: [&str; 3] = ["admin", "member", "service"];
-pub const POWERS: [&str; 2] = ["mappings", "connections"];
 
 /// A live session of the admin screen and the key behind it.
 #[derive(Debug, Clone)]
@@ -51,29 +133,19 @@ const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revok
 
 impl Store {
     pub async fn create_api_key(&self, key: &NewApiKey<'_>, actor: &str) -> Result<ApiKeyRow> {
-        if !ROLES.contains(&key.role) {
-            return Err(RegistryError::Invalid {
-                what: format!("role {:?} (admin, member or service)", key.role),
-            });
-        }
-        if let Some(p) = key.powers.iter().find(|p| !POWERS.contains(&p.as_str())) {
-            return Err(RegistryError::Invalid {
-                what: format!("power {p:?} (mappings or connections)"),
-            });
-        }
-        if key.role != "admin" && !key.powers.is_empty() {
+        if key.role != Role::Admin && !key.powers.is_empty() {
             return Err(RegistryError::Invalid {
                 what: "key: powers are for admin keys only".to_owned(),
             });
         }
         let now = now_ms();
-        let powers = key.powers.join(",");
+        let powers = key.powers.to_string();
         in_tx!(self, tx => {
             sqlx::query(
                 "INSERT INTO api_keys (id, name, key_hash, role, powers, created_at, created_by) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
-            .bind(key.id).bind(key.name).bind(key.key_hash).bind(key.role).bind(&powers)
+            .bind(key.id).bind(key.name).bind(key.key_hash).bind(key.role.as_str()).bind(&powers)
             .bind(now).bind(actor)
             .execute(&mut *tx).await?;
             let entry = NewAuditEntry {
@@ -185,19 +257,14 @@ impl Store {
         Ok(())
     }
 
-    /// The ADMIN's switch: `enabled` or `disabled`, audited with the reason.
+    /// The ADMIN's switch, audited with the reason.
     pub async fn set_connection_status(
         &self,
         id: &str,
-        status: &str,
+        status: ConnectionStatus,
         actor: &str,
         reason: Option<&str>,
     ) -> Result<bool> {
-        if !matches!(status, "enabled" | "disabled") {
-            return Err(RegistryError::Invalid {
-                what: format!("connection status {status:?} (enabled or disabled)"),
-            });
-        }
         let before = self.get_connection(id).await?;
         if before.status == status {
             return Ok(false);
@@ -205,7 +272,7 @@ impl Store {
         let now = now_ms();
         in_tx!(self, tx => {
             sqlx::query("UPDATE connections SET status = $1, updated_at = $2 WHERE id = $3")
-                .bind(status).bind(now).bind(id).execute(&mut *tx).await?;
+                .bind(status.as_str()).bind(now).bind(id).execute(&mut *tx).await?;
             let entry = NewAuditEntry {
                 actor: actor.to_owned(),
                 action: "connection.status".to_owned(),
@@ -217,5 +284,32 @@ impl Store {
             insert_audit!(&mut *tx, &entry, now)?;
         });
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn powers_keep_their_stored_text() {
+        for text in [
+            "",
+            "mappings",
+            "connections,mappings",
+            "mappings,connections",
+        ] {
+            let powers: Powers = text.parse().unwrap();
+            assert_eq!(powers.to_string(), text);
+            assert_eq!(
+                serde_json::to_string(&powers).unwrap(),
+                format!("\"{text}\"")
+            );
+        }
+        let e = "mappings,root".parse::<Powers>().unwrap_err();
+        assert!(
+            e.to_string().contains("known: mappings, connections"),
+            "{e}"
+        );
     }
 }

@@ -37,13 +37,14 @@ pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
 pub use drive::DrivePageToken;
 pub use drive_channels::{DriveChannelRow, NewDriveChannel};
 pub use http_cache::CachedPageRow;
-pub use keys::{ApiKeyRow, NewApiKey, POWERS, ROLES, SessionRow};
+pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SessionRow};
 pub use places::{
-    PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key, normalise_place_name,
+    PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,
+    normalise_place_name,
 };
 pub use proposals::{
     Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures,
-    ProposalFilter, ProposalRow, ProposalTarget,
+    ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
 };
 pub use runs::SyncRunRow;
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};

@@ -44,11 +44,21 @@ impl PlaceRow {
     }
 }
 
-/// `kind` is `key` or `name`; `valid_to` set means retired.
+cmcp_domain::string_enum! {
+    /// What a place alias is: its key (the current or a retired one) or
+    /// another name it is known by.
+    pub enum PlaceAliasKind: "place alias kind" {
+        Key = "key",
+        Name = "name",
+    }
+}
+
+/// `valid_to` set means retired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct PlaceAliasRow {
     pub place_id: String,
-    pub kind: String,
+    #[sqlx(try_from = "String")]
+    pub kind: PlaceAliasKind,
     pub value: String,
     pub raw: String,
     pub valid_to: Option<i64>,
@@ -123,11 +133,11 @@ fn validate(p: &PlaceInput) -> Result<()> {
 }
 
 /// The alias rows a place should have active: its key and extra names.
-fn wanted_aliases(p: &PlaceInput) -> BTreeSet<(String, String, String)> {
+fn wanted_aliases(p: &PlaceInput) -> BTreeSet<(PlaceAliasKind, String, String)> {
     let mut out = BTreeSet::new();
     if let Some(k) = p.key.as_deref().filter(|k| !k.trim().is_empty()) {
         out.insert((
-            "key".to_owned(),
+            PlaceAliasKind::Key,
             normalise_place_key(k),
             k.trim().to_owned(),
         ));
@@ -135,7 +145,7 @@ fn wanted_aliases(p: &PlaceInput) -> BTreeSet<(String, String, String)> {
     for a in &p.aliases {
         let v = normalise_place_name(a);
         if !v.is_empty() {
-            out.insert(("name".to_owned(), v, a.trim().to_owned()));
+            out.insert((PlaceAliasKind::Name, v, a.trim().to_owned()));
         }
     }
     out
@@ -169,7 +179,7 @@ impl Store {
             )
             .fetch_all(&mut *tx)
             .await?;
-            let mut active: HashMap<String, BTreeSet<(String, String, String)>> = HashMap::new();
+            let mut active: HashMap<String, BTreeSet<(PlaceAliasKind, String, String)>> = HashMap::new();
             for a in aliases {
                 active.entry(a.place_id).or_default().insert((a.kind, a.value, a.raw));
             }
@@ -211,7 +221,7 @@ impl Store {
                         "UPDATE place_aliases SET valid_to = $1 WHERE place_id = $2 AND kind = $3 \
                          AND value = $4 AND valid_to IS NULL",
                     )
-                    .bind(now).bind(&p.id).bind(kind).bind(value)
+                    .bind(now).bind(&p.id).bind(kind.as_str()).bind(value)
                     .execute(&mut *tx).await?;
                 }
                 for (kind, value, raw) in want.difference(&have) {
@@ -219,7 +229,7 @@ impl Store {
                         "INSERT INTO place_aliases (place_id, kind, value, raw, valid_from) \
                          VALUES ($1, $2, $3, $4, $5)",
                     )
-                    .bind(&p.id).bind(kind).bind(value).bind(raw).bind(now)
+                    .bind(&p.id).bind(kind.as_str()).bind(value).bind(raw).bind(now)
                     .execute(&mut *tx).await?;
                 }
             }

@@ -8,16 +8,29 @@
 
 use std::collections::{HashMap, HashSet};
 
-use cmcp_domain::{AliasKind, SpaceAddress};
+use cmcp_domain::{AliasKind, Platform, SpaceAddress};
 use serde::Serialize;
 
 use super::audit::{NewAuditEntry, insert_audit};
 use super::{Store, in_tx, now_ms, on_pool};
 use crate::error::{RegistryError, Result};
 
+cmcp_domain::string_enum! {
+    /// A proposal's life: proposed → approved | rejected | superseded.
+    pub enum ProposalState: "proposal state" {
+        Proposed = "proposed",
+        Approved = "approved",
+        Rejected = "rejected",
+        /// Its evidence changed or vanished, or another proposal of the
+        /// container was approved.
+        Superseded = "superseded",
+    }
+}
+
 /// What a proposal asks for: map to an existing place, or have cMCP create
-/// one (the decision is recorded for cMCP to act on).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+/// one (the decision is recorded for cMCP to act on). Stored and sent as
+/// `place:<id>` or `create:<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ProposalTarget {
     Place(String),
     Create(String),
@@ -25,10 +38,32 @@ pub enum ProposalTarget {
 
 impl ProposalTarget {
     pub fn as_db(&self) -> String {
-        match self {
-            ProposalTarget::Place(id) => format!("place:{id}"),
-            ProposalTarget::Create(name) => format!("create:{name}"),
+        self.to_string()
+    }
+
+    /// Reads the stored form back.
+    pub fn from_db(s: &str) -> Option<ProposalTarget> {
+        if let Some(id) = s.strip_prefix("place:") {
+            Some(ProposalTarget::Place(id.to_owned()))
+        } else {
+            s.strip_prefix("create:")
+                .map(|name| ProposalTarget::Create(name.to_owned()))
         }
+    }
+}
+
+impl std::fmt::Display for ProposalTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProposalTarget::Place(id) => write!(f, "place:{id}"),
+            ProposalTarget::Create(name) => write!(f, "create:{name}"),
+        }
+    }
+}
+
+impl Serialize for ProposalTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -50,16 +85,16 @@ pub struct NewProposal {
 pub struct ProposalRow {
     pub id: i64,
     pub container: SpaceAddress,
-    pub platform: String,
+    pub platform: Platform,
     pub space_name: String,
-    pub target: String,
+    pub target: ProposalTarget,
     pub place_id: Option<String>,
     pub create_name: Option<String>,
     pub evidence: serde_json::Value,
     pub evidence_text: Vec<String>,
     pub confidence: i64,
     pub conflict: bool,
-    pub state: String,
+    pub state: ProposalState,
     pub evidence_hash: String,
     pub created_at: i64,
     pub decided_by: Option<String>,
@@ -98,15 +133,15 @@ impl TryFrom<RawProposal> for ProposalRow {
             container: r.container.parse().map_err(|_| corrupt("container"))?,
             evidence: serde_json::from_str(&r.evidence_json).map_err(|_| corrupt("evidence"))?,
             evidence_text: r.evidence_text.split('\n').map(str::to_owned).collect(),
+            platform: r.platform.parse().map_err(|_| corrupt("platform"))?,
+            target: ProposalTarget::from_db(&r.target).ok_or_else(|| corrupt("target"))?,
+            state: r.state.parse().map_err(|_| corrupt("state"))?,
             id: r.id,
-            platform: r.platform,
             space_name: r.space_name,
-            target: r.target,
             place_id: r.place_id,
             create_name: r.create_name,
             confidence: r.confidence,
             conflict: r.conflict,
-            state: r.state,
             evidence_hash: r.evidence_hash,
             created_at: r.created_at,
             decided_by: r.decided_by,
@@ -121,8 +156,8 @@ const COLUMNS: &str = "id, container, platform, space_name, target, place_id, cr
 
 #[derive(Debug, Clone, Default)]
 pub struct ProposalFilter {
-    pub state: Option<String>,
-    pub platform: Option<String>,
+    pub state: Option<ProposalState>,
+    pub platform: Option<Platform>,
     pub min_confidence: Option<i64>,
     pub max_confidence: Option<i64>,
     /// Case-insensitive substring of the space name, target or evidence.
@@ -185,7 +220,8 @@ struct Existing {
     container: String,
     target: String,
     evidence_hash: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: ProposalState,
     confidence: i64,
     conflict: bool,
 }
@@ -212,10 +248,10 @@ impl Store {
                 let key = (c.container.to_string(), c.target.as_db(), c.evidence_hash.clone());
                 wanted.insert(key.clone());
                 match by_key.get(&key) {
-                    Some(e) if e.state == "superseded"
-                        || (e.state == "proposed" && (e.confidence != c.confidence || e.conflict != c.conflict)) =>
+                    Some(e) if e.state == ProposalState::Superseded
+                        || (e.state == ProposalState::Proposed && (e.confidence != c.confidence || e.conflict != c.conflict)) =>
                     {
-                        if e.state == "superseded" {
+                        if e.state == ProposalState::Superseded {
                             figures.proposed += 1;
                         } else {
                             figures.unchanged += 1;
@@ -253,7 +289,7 @@ impl Store {
                 }
             }
             for (key, e) in &by_key {
-                if e.state == "proposed" && !wanted.contains(key) {
+                if e.state == ProposalState::Proposed && !wanted.contains(key) {
                     sqlx::query("UPDATE proposals SET state = 'superseded' WHERE id = $1")
                         .bind(e.id).execute(&mut *tx).await?;
                     figures.superseded += 1;
@@ -271,7 +307,7 @@ impl Store {
         let pattern = f.text.as_ref().map(|t| format!("%{}%", t.to_lowercase()));
         let raws: Vec<RawProposal> = on_pool!(self, pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(f.state.as_deref()).bind(f.platform.as_deref())
+                .bind(f.state.map(ProposalState::as_str)).bind(f.platform.map(Platform::as_str))
                 .bind(f.min_confidence).bind(f.max_confidence).bind(pattern.as_deref())
                 .bind(limit).bind(f.offset.max(0))
                 .fetch_all(pool).await?
@@ -284,7 +320,7 @@ impl Store {
         let pattern = f.text.as_ref().map(|t| format!("%{}%", t.to_lowercase()));
         let (n,): (i64,) = on_pool!(self, pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(f.state.as_deref()).bind(f.platform.as_deref())
+                .bind(f.state.map(ProposalState::as_str)).bind(f.platform.map(Platform::as_str))
                 .bind(f.min_confidence).bind(f.max_confidence).bind(pattern.as_deref())
                 .fetch_one(pool).await?
         });
@@ -326,10 +362,10 @@ impl Store {
                     .ok_or_else(|| RegistryError::not_found(format!("proposal {id}")))?
                     .try_into()?;
                 let container = before.container.to_string();
-                let new_state = match (decision, before.state.as_str()) {
-                    (Decision::Approve, "proposed") => "approved",
-                    (Decision::Reject, "proposed") => "rejected",
-                    (Decision::Undo, "approved" | "rejected") => "proposed",
+                let new_state = match (decision, before.state) {
+                    (Decision::Approve, ProposalState::Proposed) => ProposalState::Approved,
+                    (Decision::Reject, ProposalState::Proposed) => ProposalState::Rejected,
+                    (Decision::Undo, ProposalState::Approved | ProposalState::Rejected) => ProposalState::Proposed,
                     (_, state) => {
                         return Err(RegistryError::Invalid {
                             what: format!("decision {decision:?} on proposal {id} which is {state}"),
@@ -362,16 +398,16 @@ impl Store {
                     sqlx::query("UPDATE proposals SET state = 'superseded' WHERE container = $1 AND state = 'proposed' AND id <> $2")
                         .bind(&container).bind(id).execute(&mut *tx).await?;
                 }
-                if decision == Decision::Undo && before.state == "approved" {
+                if decision == Decision::Undo && before.state == ProposalState::Approved {
                     sqlx::query("DELETE FROM mappings WHERE proposal_id = $1").bind(id).execute(&mut *tx).await?;
                 }
-                let (by, at, why) = if new_state == "proposed" {
+                let (by, at, why) = if new_state == ProposalState::Proposed {
                     (None, None, None)
                 } else {
                     (Some(actor), Some(now), reason)
                 };
                 sqlx::query("UPDATE proposals SET state = $1, decided_by = $2, decided_at = $3, reason = $4 WHERE id = $5")
-                    .bind(new_state).bind(by).bind(at).bind(why).bind(id)
+                    .bind(new_state.as_str()).bind(by).bind(at).bind(why).bind(id)
                     .execute(&mut *tx).await?;
                 let entry = NewAuditEntry {
                     actor: actor.to_owned(),
@@ -387,7 +423,7 @@ impl Store {
                 };
                 insert_audit!(&mut *tx, &entry, now)?;
                 let mut after = before;
-                after.state = new_state.to_owned();
+                after.state = new_state;
                 decided.push(after);
             }
         });
@@ -434,3 +470,24 @@ impl Store {
 const FILTER: &str = "($1 IS NULL OR state = $1) AND ($2 IS NULL OR platform = $2) \
      AND ($3 IS NULL OR confidence >= $3) AND ($4 IS NULL OR confidence <= $4) \
      AND ($5 IS NULL OR LOWER(space_name) LIKE $5 OR LOWER(target) LIKE $5 OR LOWER(evidence_text) LIKE $5)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_keeps_its_stored_text() {
+        for (target, text) in [
+            (ProposalTarget::Place("p-1".into()), "place:p-1"),
+            (ProposalTarget::Create("Payments".into()), "create:Payments"),
+        ] {
+            assert_eq!(target.as_db(), text);
+            assert_eq!(ProposalTarget::from_db(text), Some(target.clone()));
+            assert_eq!(
+                serde_json::to_string(&target).unwrap(),
+                format!("\"{text}\"")
+            );
+        }
+        assert_eq!(ProposalTarget::from_db("elsewhere:x"), None);
+    }
+}

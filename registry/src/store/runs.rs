@@ -1,7 +1,7 @@
 //! Sync runs and their figures: every run is recorded, whatever its outcome,
 //! so an operator can see what each one read and changed.
 
-use cmcp_domain::{RunFigures, RunOutcome};
+use cmcp_domain::{RunFigures, RunOutcome, RunTrigger};
 use serde::Serialize;
 
 use super::{Store, now_ms, on_pool};
@@ -11,7 +11,7 @@ use crate::error::{RegistryError, Result};
 pub struct SyncRunRow {
     pub id: String,
     pub connection_id: String,
-    pub triggered_by: String,
+    pub triggered_by: RunTrigger,
     pub worker: Option<String>,
     pub outcome: RunOutcome,
     pub started_at: i64,
@@ -58,8 +58,11 @@ impl TryFrom<RawRun> for SyncRunRow {
 
     fn try_from(r: RawRun) -> Result<Self> {
         Ok(SyncRunRow {
-            outcome: RunOutcome::parse(&r.outcome).ok_or_else(|| RegistryError::Corrupt {
+            outcome: r.outcome.parse().map_err(|_| RegistryError::Corrupt {
                 what: format!("run {} outcome {:?}", r.id, r.outcome),
+            })?,
+            triggered_by: r.triggered_by.parse().map_err(|_| RegistryError::Corrupt {
+                what: format!("run {} trigger {:?}", r.id, r.triggered_by),
             })?,
             figures: RunFigures {
                 pages: u(r.pages),
@@ -78,7 +81,6 @@ impl TryFrom<RawRun> for SyncRunRow {
             },
             id: r.id,
             connection_id: r.connection_id,
-            triggered_by: r.triggered_by,
             worker: r.worker,
             started_at: r.started_at,
             finished_at: r.finished_at,
@@ -95,7 +97,7 @@ impl Store {
     pub async fn start_run(
         &self,
         connection_id: &str,
-        triggered_by: &str,
+        triggered_by: RunTrigger,
         worker: &str,
     ) -> Result<String> {
         let id = uuid::Uuid::new_v4().to_string();
@@ -105,7 +107,7 @@ impl Store {
                 "INSERT INTO sync_runs (id, connection_id, triggered_by, worker, outcome, started_at) \
                  VALUES ($1, $2, $3, $4, 'running', $5)",
             )
-            .bind(&id).bind(connection_id).bind(triggered_by).bind(worker).bind(now)
+            .bind(&id).bind(connection_id).bind(triggered_by.as_str()).bind(worker).bind(now)
             .execute(pool).await?;
         });
         Ok(id)

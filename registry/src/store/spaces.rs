@@ -103,8 +103,8 @@ impl TryFrom<RawSpace> for SpaceRow {
                 .map(str::parse)
                 .transpose()
                 .map_err(|_| corrupt("container"))?,
-            status: SpaceStatus::parse(&r.status).ok_or_else(|| corrupt("status"))?,
-            visibility: r.visibility.as_deref().and_then(Visibility::parse),
+            status: r.status.parse().map_err(|_| corrupt("status"))?,
+            visibility: r.visibility.as_deref().and_then(|v| v.parse().ok()),
             owner: Owner::from_db(&r.owner),
             connection_id: r.connection_id,
             display_name: r.display_name,

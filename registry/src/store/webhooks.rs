@@ -49,33 +49,12 @@ pub struct NewDelivery {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    Received,
-    Processed,
-    Failed,
-    Ignored,
-}
-
-impl DeliveryStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Received => "received",
-            DeliveryStatus::Processed => "processed",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Ignored => "ignored",
-        }
-    }
-
-    fn parse(s: &str) -> Option<DeliveryStatus> {
-        Some(match s {
-            "received" => DeliveryStatus::Received,
-            "processed" => DeliveryStatus::Processed,
-            "failed" => DeliveryStatus::Failed,
-            "ignored" => DeliveryStatus::Ignored,
-            _ => return None,
-        })
+cmcp_domain::string_enum! {
+    pub enum DeliveryStatus: "delivery status" {
+        Received = "received",
+        Processed = "processed",
+        Failed = "failed",
+        Ignored = "ignored",
     }
 }
 
@@ -149,7 +128,7 @@ impl TryFrom<RawDelivery> for DeliveryRow {
         Ok(DeliveryRow {
             platform: r.platform.parse().map_err(|_| corrupt("platform"))?,
             headers: serde_json::from_str(&r.headers).map_err(|_| corrupt("headers"))?,
-            status: DeliveryStatus::parse(&r.status).ok_or_else(|| corrupt("status"))?,
+            status: r.status.parse().map_err(|_| corrupt("status"))?,
             id: r.id,
             connection_id: r.connection_id,
             delivery_key: r.delivery_key,

@@ -434,7 +434,11 @@ pub async fn lease_excludes_a_second_holder_until_it_lapses(db: &TestDb) {
 
 pub async fn runs_record_their_figures(db: &TestDb) {
     add_connection(&db.store, "c", Owner::Company).await;
-    let id = db.store.start_run("c", "cli", "worker-1").await.unwrap();
+    let id = db
+        .store
+        .start_run("c", cmcp_domain::RunTrigger::Cli, "worker-1")
+        .await
+        .unwrap();
     assert_eq!(
         db.store.get_run(&id).await.unwrap().outcome,
         RunOutcome::Running

@@ -19,7 +19,7 @@
 
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::webhook::{HookEvent, Plan};
-use cmcp_domain::{RiskNotice, SpaceAddress};
+use cmcp_domain::{RiskCode, RiskNotice, RunTrigger, SpaceAddress};
 use cmcp_registry::{DeliveryStatus, NewAuditEntry, StoredDelivery};
 use serde::{Deserialize, Serialize};
 use tracing::{info, instrument, warn};
@@ -122,9 +122,9 @@ async fn apply(
         Plan::HookDeleted => {
             let conn = ctx.store.get_connection(row.connection_id()).await?;
             let mut risks = conn.risks.clone();
-            if !risks.iter().any(|r| r.code == "webhook-deleted") {
+            if !risks.iter().any(|r| r.code == RiskCode::WebhookDeleted) {
                 risks.push(RiskNotice {
-                    code: "webhook-deleted".to_owned(),
+                    code: RiskCode::WebhookDeleted,
                     message: "the platform reports this connection's webhook was deleted; changes now arrive only with scheduled syncs".to_owned(),
                 });
             }
@@ -188,7 +188,7 @@ async fn full_sync(
 ) -> Result<String> {
     queue
         .push(
-            SyncConnection::new(row.connection_id(), "webhook"),
+            SyncConnection::new(row.connection_id(), RunTrigger::Webhook),
             None,
             Some(format!("delivery:{}", row.id())),
         )

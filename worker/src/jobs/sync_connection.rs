@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::RetryIntent;
-use cmcp_domain::RunOutcome;
+use cmcp_domain::{RunOutcome, RunTrigger};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tracing::{error, instrument, warn};
@@ -28,8 +28,8 @@ pub const QUEUE: &str = "sync-connection";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncConnection {
     pub connection_id: String,
-    /// Who asked: `cli`, `schedule`, `retry`, `webhook`…
-    pub trigger: String,
+    /// Who asked.
+    pub trigger: RunTrigger,
     /// 0 for a first try; retries count up.
     #[serde(default)]
     pub attempt: u32,
@@ -40,10 +40,10 @@ impl Job for SyncConnection {
 }
 
 impl SyncConnection {
-    pub fn new(connection_id: impl Into<String>, trigger: impl Into<String>) -> Self {
+    pub fn new(connection_id: impl Into<String>, trigger: RunTrigger) -> Self {
         SyncConnection {
             connection_id: connection_id.into(),
-            trigger: trigger.into(),
+            trigger,
             attempt: 0,
         }
     }
@@ -80,7 +80,7 @@ pub async fn run(
 ) -> crate::Result<String> {
     // A connector with a change feed also records where each feed starts,
     // so notifications can read only what changed since.
-    let result = crate::change_feed::run_full(ctx, &job.connection_id, &job.trigger).await?;
+    let result = crate::change_feed::run_full(ctx, &job.connection_id, job.trigger).await?;
     match result {
         SyncOutcome::Deferred { holder, until_ms } => {
             // The holder's run is its own business: this job only waits for
@@ -148,7 +148,7 @@ async fn retry(
     };
     let next = SyncConnection {
         attempt: job.attempt + 1,
-        trigger: "retry".to_owned(),
+        trigger: RunTrigger::Retry,
         ..job.clone()
     };
     queue.push(next, Some(delay), None).await?;
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn only_a_passing_failure_is_tried_again() {
         let cfg = QueueConfig::default();
-        let job = SyncConnection::new("c", "test");
+        let job = SyncConnection::new("c", RunTrigger::Test);
         assert_eq!(next_delay(&job, &cfg, RetryIntent::Permanent), None);
         assert!(next_delay(&job, &cfg, RetryIntent::Transient).is_some());
         let at = chrono::Utc::now() + chrono::TimeDelta::minutes(10);
