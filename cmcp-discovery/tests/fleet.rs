@@ -10,7 +10,7 @@ use cmcp_domain::{Owner, RunOutcome};
 use cmcp_fixtures::{GithubSim, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Cipher, Store};
-use cmcp_tests::{CONNECTION, assert_registry_matches, init_tls};
+use cmcp_tests::{CONNECTION, assert_registry_matches, eventually_within, init_tls};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection};
 
 const FLEET_CONFIG: &str = r#"
@@ -54,21 +54,6 @@ fn start_worker(dir: &std::path::Path, url: &str, key: &str, name: &str) -> Work
         .spawn()
         .expect("start a worker process");
     Worker(child)
-}
-
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn spaces(store: &Store) -> u64 {
@@ -130,10 +115,10 @@ async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
         .unwrap();
 
     // Kill the first worker once it has written part of the catalogue.
-    wait_until(
+    eventually_within(
         "the first worker to write some pages",
         Duration::from_secs(30),
-        || async { spaces(&db.store).await >= 200 },
+        || async { (spaces(&db.store).await >= 200).then_some(()) },
     )
     .await;
     first.0.kill().expect("SIGKILL the first worker");
@@ -152,7 +137,7 @@ async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
     );
 
     let _second = start_worker(dir.path(), &db.url, &key, "worker-b");
-    wait_until(
+    eventually_within(
         "a complete run by the second worker",
         Duration::from_secs(90),
         || async {
@@ -162,6 +147,7 @@ async fn killed_worker_mid_sync_is_finished_by_another_without_duplicates() {
                 .unwrap()
                 .iter()
                 .any(|r| r.outcome == RunOutcome::Complete)
+                .then_some(())
         },
     )
     .await;
@@ -268,15 +254,16 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
         )
         .await
         .unwrap();
-    wait_until(
+    eventually_within(
         "the first sync to start",
         Duration::from_secs(30),
         || async {
-            !db.store
+            (!db.store
                 .list_runs(Some("github-acme"), 10)
                 .await
                 .unwrap()
-                .is_empty()
+                .is_empty())
+            .then_some(())
         },
     )
     .await;
@@ -289,7 +276,7 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
         )
         .await
         .unwrap();
-    wait_until(
+    eventually_within(
         "both connections to finish a complete run",
         Duration::from_secs(120),
         || async {
@@ -306,7 +293,7 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
                     done += 1;
                 }
             }
-            done == 2
+            (done == 2).then_some(())
         },
     )
     .await;

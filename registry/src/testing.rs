@@ -1,12 +1,66 @@
-//! Databases for tests, shared by every crate's test suite: a fresh SQLite
-//! file, or a fresh PostgreSQL database created on the server named by
-//! `CMCP_TEST_POSTGRES_URL`. Under `CI=true` PostgreSQL is not optional: when
-//! no URL is set the local default is used, and an unreachable server fails
-//! the test instead of skipping it.
+//! The low half of the test kit, shared by every crate's test suite
+//! (compiled only with the `testing` feature, or for this crate's own unit
+//! tests): databases for tests (a fresh SQLite file, or a fresh PostgreSQL
+//! database created on the server named by `CMCP_TEST_POSTGRES_URL`), the
+//! [`both_backends!`](crate::both_backends) macro that runs a behaviour on
+//! both, and the tests' [`cipher`]. Under `CI=true` PostgreSQL is not
+//! optional: when no URL is set the local default is used, and an
+//! unreachable server fails the test instead of skipping it.
+//!
+//! Why here and not in the tests crate: `cmcp-tests` (which re-exports all
+//! of this next to the simulator harnesses) depends on the worker and the
+//! webhook gateway. A dev-dependency of the gateway, the admin or the
+//! registry itself on `cmcp-tests` would build those crates a second time,
+//! and their types would not match the ones under test. Everything the
+//! suites of those crates share needs nothing above the registry, so it
+//! lives at the lowest crate that knows `TestDb`.
 
 use std::time::Duration;
 
+use crate::cipher::Cipher;
 use crate::store::{Store, StoreOptions};
+
+/// Expand each named `async fn(TestDb)` of the invoking module into a
+/// SQLite test and a PostgreSQL test (`<module>::sqlite::<name>`,
+/// `<module>::postgres::<name>`). Without a configured server the
+/// PostgreSQL test passes after a note on stderr, except under `CI=true`
+/// (see [`TestDb::postgres`]). The invoking crate needs `tokio` (with its
+/// `macros` and multi-thread runtime) among its dependencies.
+///
+/// ```ignore
+/// both_backends!(rename_keeps_space_id, transfer_retires_old_aliases);
+///
+/// async fn rename_keeps_space_id(db: TestDb) { /* … */ }
+/// ```
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = $crate::testing::TestDb::sqlite().await;
+                    super::$name(db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = $crate::testing::TestDb::postgres().await else { return };
+                    super::$name(db).await;
+                }
+            )*
+        }
+    };
+}
+
+/// The master key of every test: a fixed key, so a store written by one
+/// helper opens with any other's cipher.
+pub fn cipher() -> Cipher {
+    Cipher::from_key_bytes(&[42u8; 32]).expect("a 32-byte key")
+}
 
 pub const POSTGRES_URL_ENV: &str = "CMCP_TEST_POSTGRES_URL";
 const CI_DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";

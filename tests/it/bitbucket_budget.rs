@@ -5,19 +5,18 @@
 
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, RunFigures, RunOutcome, Token};
-use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, RateLimitConfig};
+use cmcp_domain::{Owner, RunFigures, RunOutcome};
+use cmcp_fixtures::{BitbucketSimConfig, RateLimitConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{NewConnection, Store, StoreOptions};
-use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
+use cmcp_tests::{ATLASSIAN_SECRET, atlassian_token, bitbucket, bitbucket_spec};
+use cmcp_tests::{cipher, fast_http, sync_context};
 use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance);
 
 const FIRST: &str = "bitbucket-acme";
 const SECOND: &str = "bitbucket-acme-mirror";
-const SECRET: &str = "atlassian_shared_token_7";
-const EMAIL: &str = "admin@acme.com";
 /// Requests per window, on the simulator and in the connector's config.
 const LIMIT: u32 = 48;
 const WINDOW: Duration = Duration::from_secs(2);
@@ -36,31 +35,20 @@ fn finished(r: SyncOutcome) -> (RunOutcome, RunFigures, Option<String>) {
 }
 
 pub async fn two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance(db: TestDb) {
-    init_tls();
-    let sim = BitbucketSim::start(BitbucketSimConfig {
+    let cfg = BitbucketSimConfig {
         repos: REPOS,
         projects: PROJECTS,
-        token: Some(SECRET.into()),
-        email: Some(EMAIL.into()),
         ..Default::default()
-    })
-    .await
-    .expect("sim");
-    let spec = ConnectionSpec {
-        platform: Platform::Bitbucket,
-        scope: sim.workspace(),
-        base_url: sim.base_url(),
     };
-    let token = Token::new(format!("basic:{EMAIL}:{SECRET}"));
-    add_spec_connection(&db.store, FIRST, spec.clone(), token.clone()).await;
+    let (sim, _) = bitbucket(&db, FIRST, cfg).await;
     db.store
         .create_connection(
             &cipher(),
             NewConnection {
                 id: SECOND.to_owned(),
-                spec,
+                spec: bitbucket_spec(&sim),
                 owner: Owner::Person("alice".into()),
-                token,
+                token: atlassian_token(),
                 settings: serde_json::json!({}),
             },
             "test",
@@ -136,7 +124,7 @@ pub async fn two_workers_sharing_a_bitbucket_token_never_exceed_its_allowance(db
     assert_eq!(budgets[0].1.budget_key, budgets[1].1.budget_key);
     assert!(budgets[0].1.budget_key.starts_with("bitbucket:"));
     assert!(budgets[0].1.budget_key.ends_with(":repository"));
-    assert!(!budgets[0].1.budget_key.contains(SECRET));
+    assert!(!budgets[0].1.budget_key.contains(ATLASSIAN_SECRET));
     // The allowance Bitbucket never reported reached the shared budget as
     // a slice's share of the configured limit.
     assert_eq!(

@@ -3,19 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cmcp_domain::{
-    AliasKind, ConnectionSpec, Platform, RunOutcome, SpaceAddress, SpaceKind, SpaceStatus, Token,
-};
+use cmcp_domain::{AliasKind, RunOutcome, SpaceAddress, SpaceKind, SpaceStatus};
 use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, Faults, JiraSim, JiraSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{SpaceFilter, Store};
-use cmcp_tests::{add_spec_connection, fast_http, init_tls, sync_context};
 use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 const BB: &str = "bitbucket-acme";
 const JIRA: &str = "jira-acme";
-const SECRET: &str = "atlassian_secret_token_42";
-const EMAIL: &str = "admin@acme.com";
 
 both_backends!(
     bitbucket_full_sync_gives_exact_spaces_aliases_and_containers,
@@ -76,29 +71,12 @@ fn set(pairs: &[(AliasKind, &str)]) -> BTreeSet<(AliasKind, String)> {
 // ---- Bitbucket ----
 
 async fn bitbucket(db: &TestDb, repos: usize) -> (BitbucketSim, SyncContext) {
-    init_tls();
-    let sim = BitbucketSim::start(BitbucketSimConfig {
+    let cfg = BitbucketSimConfig {
         repos,
         projects: 5,
-        token: Some(SECRET.into()),
-        email: Some(EMAIL.into()),
         ..Default::default()
-    })
-    .await
-    .expect("sim");
-    let spec = ConnectionSpec {
-        platform: Platform::Bitbucket,
-        scope: sim.workspace(),
-        base_url: sim.base_url(),
     };
-    add_spec_connection(
-        &db.store,
-        BB,
-        spec,
-        Token::new(format!("basic:{EMAIL}:{SECRET}")),
-    )
-    .await;
-    (sim, sync_context(&db.store, fast_http()))
+    cmcp_tests::bitbucket(db, BB, cfg).await
 }
 
 /// The registry's active spaces of the connection are exactly the
@@ -258,28 +236,11 @@ async fn bitbucket_uuid_spellings_meet_one_space(db: TestDb) {
 // ---- Jira ----
 
 async fn jira(db: &TestDb, projects: usize) -> (JiraSim, SyncContext) {
-    init_tls();
-    let sim = JiraSim::start(JiraSimConfig {
+    let cfg = JiraSimConfig {
         projects,
-        token: Some(SECRET.into()),
-        email: Some(EMAIL.into()),
         ..Default::default()
-    })
-    .await
-    .expect("sim");
-    let spec = ConnectionSpec {
-        platform: Platform::Jira,
-        scope: sim.site(),
-        base_url: sim.base_url(),
     };
-    add_spec_connection(
-        &db.store,
-        JIRA,
-        spec,
-        Token::new(format!("basic:{EMAIL}:{SECRET}")),
-    )
-    .await;
-    (sim, sync_context(&db.store, fast_http()))
+    cmcp_tests::jira(db, JIRA, cfg).await
 }
 
 async fn assert_jira_matches(store: &Store, sim: &JiraSim) {

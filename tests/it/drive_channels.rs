@@ -6,9 +6,6 @@
 //! `ensure_channels_at` with the time given. Each behaviour on SQLite and
 //! PostgreSQL.
 
-use std::future::Future;
-use std::time::Duration;
-
 use cmcp_domain::{AliasKind, Platform};
 use cmcp_fixtures::DriveSimConfig;
 use cmcp_fixtures::drive::ChannelEvent;
@@ -17,7 +14,7 @@ use cmcp_registry::store::HANDLE_DELIVERY_QUEUE;
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, DriveChannelRow};
 use cmcp_tests::{DRIVE_CONNECTION, DriveHarness};
-use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_tests::{eventually, serve_gateway, start_worker};
 use cmcp_worker::SyncOutcome;
 use cmcp_worker::change_feed::{IncrementalOutcome, run_full};
 use cmcp_worker::push_channels::{
@@ -30,26 +27,6 @@ both_backends!(
     renewal_opens_the_new_channel_before_stopping_the_old,
     lapsed_channel_triggers_an_incremental_sync,
 );
-
-const LIMIT: Duration = Duration::from_secs(60);
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {LIMIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Two drives, fully synced (so each has a changes position), with the
 /// queue tables in place.

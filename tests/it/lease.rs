@@ -9,7 +9,9 @@ use cmcp_domain::RunOutcome;
 use cmcp_fixtures::{DriveSimConfig, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{LeaseAttempt, SyncRunRow};
-use cmcp_tests::{CONNECTION, DRIVE_CONNECTION, DriveHarness, Harness, fast_http, start_worker};
+use cmcp_tests::{
+    CONNECTION, DRIVE_CONNECTION, DriveHarness, Harness, eventually_within, fast_http, start_worker,
+};
 use cmcp_worker::change_feed::{IncrementalOutcome, run_full, run_incremental};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection, SyncOutcome};
 
@@ -20,24 +22,8 @@ both_backends!(
 
 const MAX_CONCURRENCY: usize = 4;
 
-/// Polls `check` until it holds; a generous limit, never a timing assertion.
-async fn eventually<F, Fut, T>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// A generous limit for the waits below, never a timing assertion.
+const WAIT: Duration = Duration::from_secs(120);
 
 /// No two runs of one connection overlap in time, and none was closed as
 /// abandoned (every worker lived).
@@ -96,7 +82,7 @@ async fn five_queued_syncs_of_one_connection_run_one_after_another(db: TestDb) {
     // One worker with room for four jobs at once: it picks up four of the
     // five together, and only one may sync.
     let worker = start_worker(h.store(), &h.ctx);
-    let runs = eventually("five finished runs", || async {
+    let runs = eventually_within("five finished runs", WAIT, || async {
         let runs = h.store().list_runs(Some(CONNECTION), 20).await.unwrap();
         (runs.len() == 5 && runs.iter().all(|r| r.outcome != RunOutcome::Running)).then_some(runs)
     })
@@ -149,7 +135,7 @@ async fn drive_incremental_pass_keeps_its_lease_past_the_ttl(db: TestDb) {
     let ctx = h.ctx.clone();
     let started = tokio::time::Instant::now();
     let pass = tokio::spawn(async move { run_incremental(&ctx, DRIVE_CONNECTION).await });
-    eventually("the pass to take the lease", || async {
+    eventually_within("the pass to take the lease", WAIT, || async {
         let c = h.store().get_connection(DRIVE_CONNECTION).await.unwrap();
         (c.lease_owner.as_deref() == Some("test-worker")).then_some(())
     })

@@ -2,32 +2,10 @@
 //! behaviours once with `both_backends!`, which runs every one of them
 //! against SQLite and PostgreSQL.
 
-/// Expand each named `async fn(TestDb)` of the invoking module into a
-/// SQLite test and a PostgreSQL test (`<module>::sqlite::<name>`,
-/// `<module>::postgres::<name>`). Defined before the `mod` lines so every
-/// file sees it.
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    super::$name(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    super::$name(db).await;
-                }
-            )*
-        }
-    };
-}
+// The kit's `both_backends!` (defined in `cmcp_registry::testing`), in
+// scope in every module of this binary without an import.
+#[macro_use]
+extern crate cmcp_tests;
 
 mod bitbucket_budget;
 mod catalogues;

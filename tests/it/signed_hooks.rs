@@ -4,16 +4,13 @@
 //! `127.0.0.1:0`; a worker turns it into a targeted re-read. Each behaviour
 //! on SQLite and PostgreSQL.
 
-use std::future::Future;
-use std::time::Duration;
-
-use cmcp_domain::{AliasKind, ConnectionSpec, Platform, SpaceAddress, SpaceKind, Token};
+use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_fixtures::bitbucket::HookTarget;
 use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, JiraSim, JiraSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
-use cmcp_tests::{add_spec_connection, cipher, fast_http, init_tls, sync_context};
-use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_tests::cipher;
+use cmcp_tests::{eventually, serve_gateway, start_worker};
 use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(
@@ -24,27 +21,6 @@ both_backends!(
 
 const BB: &str = "bitbucket-hooks";
 const JIRA: &str = "jira-hooks";
-const SECRET: &str = "atlassian_secret_token_42";
-const EMAIL: &str = "admin@acme.com";
-const LIMIT: Duration = Duration::from_secs(60);
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {LIMIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn synced(store: &Store, ctx: &SyncContext, id: &str) {
     cmcp_worker::queue::setup(store).await.unwrap();
@@ -89,54 +65,20 @@ async fn all_processed(store: &Store, id: &str, n: usize) {
 }
 
 async fn bitbucket(db: &TestDb) -> (BitbucketSim, SyncContext) {
-    init_tls();
-    let sim = BitbucketSim::start(BitbucketSimConfig {
+    let cfg = BitbucketSimConfig {
         repos: 8,
         projects: 3,
-        token: Some(SECRET.into()),
-        email: Some(EMAIL.into()),
         ..Default::default()
-    })
-    .await
-    .expect("sim");
-    let spec = ConnectionSpec {
-        platform: Platform::Bitbucket,
-        scope: sim.workspace(),
-        base_url: sim.base_url(),
     };
-    add_spec_connection(
-        &db.store,
-        BB,
-        spec,
-        Token::new(format!("basic:{EMAIL}:{SECRET}")),
-    )
-    .await;
-    (sim, sync_context(&db.store, fast_http()))
+    cmcp_tests::bitbucket(db, BB, cfg).await
 }
 
 async fn jira(db: &TestDb) -> (JiraSim, SyncContext) {
-    init_tls();
-    let sim = JiraSim::start(JiraSimConfig {
+    let cfg = JiraSimConfig {
         projects: 6,
-        token: Some(SECRET.into()),
-        email: Some(EMAIL.into()),
         ..Default::default()
-    })
-    .await
-    .expect("sim");
-    let spec = ConnectionSpec {
-        platform: Platform::Jira,
-        scope: sim.site(),
-        base_url: sim.base_url(),
     };
-    add_spec_connection(
-        &db.store,
-        JIRA,
-        spec,
-        Token::new(format!("basic:{EMAIL}:{SECRET}")),
-    )
-    .await;
-    (sim, sync_context(&db.store, fast_http()))
+    cmcp_tests::jira(db, JIRA, cfg).await
 }
 
 pub async fn bitbucket_signed_deliveries_rename_and_rekey_without_a_full_sync(db: TestDb) {

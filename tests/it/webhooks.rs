@@ -1,9 +1,8 @@
 //! Webhooks end to end over real sockets: the simulated GitHub org sends a
 //! signed delivery for each change to a gateway served on `127.0.0.1:0`; a
 //! worker turns it into a targeted re-read by stable id. Each behaviour runs
-//! on SQLite and PostgreSQL (`webhooks_both_backends!` in `main.rs`).
+//! on SQLite and PostgreSQL (`both_backends!`).
 
-use std::future::Future;
 use std::time::Duration;
 
 use cmcp_domain::{AliasKind, SpaceStatus};
@@ -11,29 +10,8 @@ use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
-use cmcp_tests::{serve_gateway, start_worker};
+use cmcp_tests::{eventually, serve_gateway, start_worker};
 use cmcp_worker::run_sync;
-
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// Poll `check` until it yields a value; fail after [`LIMIT`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {LIMIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// A synced org of 12 repos with the queue tables in place.
 async fn synced(db: TestDb) -> Harness {

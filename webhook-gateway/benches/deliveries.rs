@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::post;
 use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::testing::TestDb;
-use cmcp_registry::{Cipher, NewConnection, Store};
+use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::{NewConnection, Store};
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, WebhookSecret, router, sign};
 
 const BODY: &[u8] =
@@ -177,7 +177,7 @@ async fn bench(name: &str, db: TestDb) {
     let total = knob("BENCH_DELIVERIES", 3000);
     let concurrency = knob("BENCH_CONCURRENCY", 16);
     let limit = Duration::from_secs(knob("BENCH_SECONDS", 20) as u64);
-    let cipher = Cipher::from_key_bytes(&[9u8; 32]).unwrap();
+    let cipher = cipher();
     setup_queue(&db.store).await;
     db.store
         .create_connection(

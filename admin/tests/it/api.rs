@@ -7,6 +7,18 @@ use serde_json::{Value, json};
 
 use crate::support::{connection, place, project, proposals, put, refresh};
 
+both_backends!(
+    every_route_answers_401_without_a_key,
+    every_route_answers_403_without_the_power,
+    member_and_service_keys_cannot_decide,
+    admin_without_mappings_power_cannot_decide,
+    bulk_approve_of_1000_writes_1000_mappings_and_audit_entries,
+    bulk_with_one_invalid_item_leaves_nothing,
+    connection_disable_is_audited,
+    revoked_key_is_refused,
+    openapi_document_lists_the_routes,
+);
+
 pub struct Server {
     pub base: String,
     pub http: reqwest::Client,
@@ -75,8 +87,8 @@ impl Server {
     }
 }
 
-pub async fn every_route_answers_401_without_a_key(db: &TestDb) {
-    let srv = serve(db).await;
+pub async fn every_route_answers_401_without_a_key(db: TestDb) {
+    let srv = serve(&db).await;
     for (method, path, body) in routes() {
         let (status, _) = srv.call(method.clone(), path, None, &body).await;
         assert_eq!(
@@ -95,10 +107,10 @@ pub async fn every_route_answers_401_without_a_key(db: &TestDb) {
     }
 }
 
-pub async fn every_route_answers_403_without_the_power(db: &TestDb) {
-    let srv = serve(db).await;
-    let member = key(db, "member", &[]).await;
-    let powerless = key(db, "admin", &[]).await;
+pub async fn every_route_answers_403_without_the_power(db: TestDb) {
+    let srv = serve(&db).await;
+    let member = key(&db, "member", &[]).await;
+    let powerless = key(&db, "admin", &[]).await;
     for (method, path, body) in routes() {
         let (status, _) = srv.call(method.clone(), path, Some(&member), &body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path} as a member");
@@ -134,11 +146,11 @@ async fn one_proposal(db: &TestDb) -> i64 {
     proposals(&db.store, "proposed").await[0].id
 }
 
-pub async fn member_and_service_keys_cannot_decide(db: &TestDb) {
-    let id = one_proposal(db).await;
-    let srv = serve(db).await;
+pub async fn member_and_service_keys_cannot_decide(db: TestDb) {
+    let id = one_proposal(&db).await;
+    let srv = serve(&db).await;
     for role in ["member", "service"] {
-        let k = key(db, role, &[]).await;
+        let k = key(&db, role, &[]).await;
         let (status, _) = srv
             .call(
                 Method::POST,
@@ -152,10 +164,10 @@ pub async fn member_and_service_keys_cannot_decide(db: &TestDb) {
     assert!(db.store.list_mappings().await.unwrap().is_empty());
 }
 
-pub async fn admin_without_mappings_power_cannot_decide(db: &TestDb) {
-    let id = one_proposal(db).await;
-    let srv = serve(db).await;
-    let k = key(db, "admin", &["connections"]).await;
+pub async fn admin_without_mappings_power_cannot_decide(db: TestDb) {
+    let id = one_proposal(&db).await;
+    let srv = serve(&db).await;
+    let k = key(&db, "admin", &["connections"]).await;
     let (status, body) = srv
         .call(
             Method::POST,
@@ -167,7 +179,7 @@ pub async fn admin_without_mappings_power_cannot_decide(db: &TestDb) {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(body["error"].as_str().unwrap().contains("mappings power"));
     assert!(db.store.list_mappings().await.unwrap().is_empty());
-    let ok = key(db, "admin", &["mappings"]).await;
+    let ok = key(&db, "admin", &["mappings"]).await;
     let (status, body) = srv
         .call(
             Method::POST,
@@ -210,11 +222,11 @@ async fn thousand(db: &TestDb) -> Vec<i64> {
         .collect()
 }
 
-pub async fn bulk_approve_of_1000_writes_1000_mappings_and_audit_entries(db: &TestDb) {
-    let ids = thousand(db).await;
+pub async fn bulk_approve_of_1000_writes_1000_mappings_and_audit_entries(db: TestDb) {
+    let ids = thousand(&db).await;
     assert_eq!(ids.len(), 1000);
-    let srv = serve(db).await;
-    let admin = key(db, "admin", &["mappings"]).await;
+    let srv = serve(&db).await;
+    let admin = key(&db, "admin", &["mappings"]).await;
     let audit_before = db.store.list_audit(100_000).await.unwrap().len();
     let (status, body) = srv
         .call(
@@ -237,11 +249,11 @@ pub async fn bulk_approve_of_1000_writes_1000_mappings_and_audit_entries(db: &Te
     );
 }
 
-pub async fn bulk_with_one_invalid_item_leaves_nothing(db: &TestDb) {
-    let mut ids = thousand(db).await;
+pub async fn bulk_with_one_invalid_item_leaves_nothing(db: TestDb) {
+    let mut ids = thousand(&db).await;
     ids.push(987_654_321); // no such proposal
-    let srv = serve(db).await;
-    let admin = key(db, "admin", &["mappings"]).await;
+    let srv = serve(&db).await;
+    let admin = key(&db, "admin", &["mappings"]).await;
     let audit_before = db.store.list_audit(100_000).await.unwrap().len();
     let (status, _) = srv
         .call(
@@ -260,10 +272,10 @@ pub async fn bulk_with_one_invalid_item_leaves_nothing(db: &TestDb) {
     assert_eq!(proposals(&db.store, "proposed").await.len(), 1000);
 }
 
-pub async fn connection_disable_is_audited(db: &TestDb) {
+pub async fn connection_disable_is_audited(db: TestDb) {
     connection(&db.store, "bb").await;
-    let srv = serve(db).await;
-    let k = key(db, "admin", &["connections"]).await;
+    let srv = serve(&db).await;
+    let k = key(&db, "admin", &["connections"]).await;
     let (status, body) = srv
         .call(
             Method::POST,
@@ -297,8 +309,8 @@ pub async fn connection_disable_is_audited(db: &TestDb) {
     assert_eq!(log["items"][0]["after"]["status"], "disabled");
 }
 
-pub async fn revoked_key_is_refused(db: &TestDb) {
-    let srv = serve(db).await;
+pub async fn revoked_key_is_refused(db: TestDb) {
+    let srv = serve(&db).await;
     let powers = vec!["mappings".to_owned()];
     let (row, secret) = create_key(&db.store, "temp", "admin", &powers, "test")
         .await
@@ -319,8 +331,8 @@ pub async fn revoked_key_is_refused(db: &TestDb) {
     );
 }
 
-pub async fn openapi_document_lists_the_routes(db: &TestDb) {
-    let srv = serve(db).await;
+pub async fn openapi_document_lists_the_routes(db: TestDb) {
+    let srv = serve(&db).await;
     let (status, doc) = srv
         .call(Method::GET, "/v1/openapi.json", None, &Value::Null)
         .await;

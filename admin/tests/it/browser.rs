@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use crate::screen::{admin_key, serve};
 use crate::support::{connection, place, project, proposals, put, refresh};
 
+both_backends!(admin_approves_three_proposals_in_a_real_browser,);
+
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 fn find_binary(names: &[&str]) -> Option<PathBuf> {
@@ -233,7 +235,7 @@ impl Driver {
     }
 }
 
-pub async fn admin_approves_three_proposals_in_a_real_browser(db: &TestDb) {
+pub async fn admin_approves_three_proposals_in_a_real_browser(db: TestDb) {
     let Some((driver_bin, browser_bin)) = tools() else {
         return;
     };
@@ -267,8 +269,8 @@ pub async fn admin_approves_three_proposals_in_a_real_browser(db: &TestDb) {
         .unwrap()
         .id;
 
-    let srv = serve(db).await;
-    let key = admin_key(db, &["mappings"]).await;
+    let srv = serve(&db).await;
+    let key = admin_key(&db, &["mappings"]).await;
     let d = start(&driver_bin, &browser_bin).await;
     d.go(&format!("{}/admin", srv.base)).await;
     d.type_in("input[name=key]", &key).await;

@@ -6,7 +6,21 @@ use cmcp_registry::testing::TestDb;
 
 use crate::support::{connection, place, project, proposals, put, refresh, repo};
 
-pub async fn key_and_name_rungs_are_stored_with_evidence_in_words(db: &TestDb) {
+both_backends!(
+    key_and_name_rungs_are_stored_with_evidence_in_words,
+    rerun_with_same_evidence_proposes_nothing_new,
+    rejected_stays_rejected_until_evidence_changes,
+    conflict_is_reported_not_resolved,
+    same_first_commit_rung_fires_on_stored_aliases,
+    approval_writes_mapping_and_undo_removes_it,
+    retired_place_key_still_matches_and_says_so,
+    places_missing_from_import_are_retired_not_deleted,
+    a_persons_spaces_never_become_company_proposals,
+    changed_evidence_supersedes_an_open_proposal,
+    demo_seed_leaves_proposals_and_an_admin_key,
+);
+
+pub async fn key_and_name_rungs_are_stored_with_evidence_in_words(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(
@@ -52,7 +66,7 @@ pub async fn key_and_name_rungs_are_stored_with_evidence_in_words(db: &TestDb) {
     assert!(quiet.evidence_text[0].contains("create cMCP project \"Quiet Corner\""));
 }
 
-pub async fn rerun_with_same_evidence_proposes_nothing_new(db: &TestDb) {
+pub async fn rerun_with_same_evidence_proposes_nothing_new(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(s, &[project(1, "PAY", "Payments")]).await;
@@ -68,7 +82,7 @@ pub async fn rerun_with_same_evidence_proposes_nothing_new(db: &TestDb) {
     );
 }
 
-pub async fn rejected_stays_rejected_until_evidence_changes(db: &TestDb) {
+pub async fn rejected_stays_rejected_until_evidence_changes(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     let p = project(1, "PAY", "Payments");
@@ -103,7 +117,7 @@ pub async fn rejected_stays_rejected_until_evidence_changes(db: &TestDb) {
     assert_eq!(proposals(s, "rejected").await.len(), 1);
 }
 
-pub async fn conflict_is_reported_not_resolved(db: &TestDb) {
+pub async fn conflict_is_reported_not_resolved(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(s, &[project(1, "PAY", "Billing")]).await;
@@ -134,7 +148,7 @@ pub async fn conflict_is_reported_not_resolved(db: &TestDb) {
     assert!(s.list_mappings().await.unwrap().is_empty());
 }
 
-pub async fn approval_writes_mapping_and_undo_removes_it(db: &TestDb) {
+pub async fn approval_writes_mapping_and_undo_removes_it(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     let p = project(1, "PAY", "Payments");
@@ -175,7 +189,7 @@ pub async fn approval_writes_mapping_and_undo_removes_it(db: &TestDb) {
     assert_eq!(audit[1].action, "proposal.approve");
 }
 
-pub async fn retired_place_key_still_matches_and_says_so(db: &TestDb) {
+pub async fn retired_place_key_still_matches_and_says_so(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(s, &[project(1, "OLD", "Something else")]).await;
@@ -197,7 +211,7 @@ pub async fn retired_place_key_still_matches_and_says_so(db: &TestDb) {
     );
 }
 
-pub async fn places_missing_from_import_are_retired_not_deleted(db: &TestDb) {
+pub async fn places_missing_from_import_are_retired_not_deleted(db: TestDb) {
     let s = &db.store;
     let f = s
         .put_places(&[place("a", "A", None), place("b", "B", None)], "t")
@@ -216,7 +230,7 @@ pub async fn places_missing_from_import_are_retired_not_deleted(db: &TestDb) {
     assert!(all.iter().find(|p| p.id == "b").unwrap().is_retired());
 }
 
-pub async fn a_persons_spaces_never_become_company_proposals(db: &TestDb) {
+pub async fn a_persons_spaces_never_become_company_proposals(db: TestDb) {
     let s = &db.store;
     crate::support::connection_of(s, "ann", cmcp_domain::Owner::Person("ann".into())).await;
     s.apply_page(
@@ -234,7 +248,7 @@ pub async fn a_persons_spaces_never_become_company_proposals(db: &TestDb) {
     assert!(proposals(s, "proposed").await.is_empty());
 }
 
-pub async fn demo_seed_leaves_proposals_and_an_admin_key(db: &TestDb) {
+pub async fn demo_seed_leaves_proposals_and_an_admin_key(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(
@@ -263,7 +277,7 @@ pub async fn demo_seed_leaves_proposals_and_an_admin_key(db: &TestDb) {
     );
 }
 
-pub async fn changed_evidence_supersedes_an_open_proposal(db: &TestDb) {
+pub async fn changed_evidence_supersedes_an_open_proposal(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     put(s, &[project(1, "PAY", "Payments")]).await;
@@ -288,7 +302,7 @@ pub async fn changed_evidence_supersedes_an_open_proposal(db: &TestDb) {
 /// The first-commit rung works on what the store holds, not only on the
 /// ladder's in-memory input: a fork in an unmapped project shares its root
 /// commit with a repo of a mapped project.
-pub async fn same_first_commit_rung_fires_on_stored_aliases(db: &TestDb) {
+pub async fn same_first_commit_rung_fires_on_stored_aliases(db: TestDb) {
     let s = &db.store;
     connection(s, "bb").await;
     let root = "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3";

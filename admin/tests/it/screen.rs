@@ -8,6 +8,14 @@ use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 
 use crate::support::{connection, place, project, proposals, put, refresh};
 
+both_backends!(
+    sign_in_sets_a_strict_httponly_cookie_and_sign_out_ends_it,
+    forged_posts_are_refused,
+    upstream_names_render_as_text,
+    five_thousand_pending_are_paged_and_groups_decide,
+    connections_show_their_rate_budget,
+);
+
 pub struct Screen {
     pub base: String,
     pub http: reqwest::Client,
@@ -88,8 +96,8 @@ async fn seeded(db: &TestDb, n: usize) {
     refresh(&db.store).await;
 }
 
-pub async fn sign_in_sets_a_strict_httponly_cookie_and_sign_out_ends_it(db: &TestDb) {
-    let srv = serve(db).await;
+pub async fn sign_in_sets_a_strict_httponly_cookie_and_sign_out_ends_it(db: TestDb) {
+    let srv = serve(&db).await;
     let member = create_key(&db.store, "m", "member", &[], "t")
         .await
         .unwrap()
@@ -106,7 +114,7 @@ pub async fn sign_in_sets_a_strict_httponly_cookie_and_sign_out_ends_it(db: &Tes
         StatusCode::UNAUTHORIZED,
         "a member key cannot sign in"
     );
-    let key = admin_key(db, &["mappings"]).await;
+    let key = admin_key(&db, &["mappings"]).await;
     let resp = srv
         .http
         .post(format!("{}/admin/sign-in", srv.base))
@@ -139,11 +147,11 @@ pub async fn sign_in_sets_a_strict_httponly_cookie_and_sign_out_ends_it(db: &Tes
     );
 }
 
-pub async fn forged_posts_are_refused(db: &TestDb) {
-    seeded(db, 3).await;
+pub async fn forged_posts_are_refused(db: TestDb) {
+    seeded(&db, 3).await;
     let id = proposals(&db.store, "proposed").await[0].id.to_string();
-    let srv = serve(db).await;
-    let cookie = srv.sign_in(&admin_key(db, &["mappings"]).await).await;
+    let srv = serve(&db).await;
+    let cookie = srv.sign_in(&admin_key(&db, &["mappings"]).await).await;
     let csrf = csrf_of(&srv.page(&cookie, "").await);
     let post = |form: Vec<(&'static str, String)>, origin: Option<&'static str>| {
         let mut req = srv
@@ -201,21 +209,21 @@ pub async fn forged_posts_are_refused(db: &TestDb) {
     assert_eq!(db.store.list_mappings().await.unwrap().len(), 1);
 }
 
-pub async fn upstream_names_render_as_text(db: &TestDb) {
+pub async fn upstream_names_render_as_text(db: TestDb) {
     connection(&db.store, "bb").await;
     put(&db.store, &[project(1, "XSS", "<script>alert(1)</script>")]).await;
     refresh(&db.store).await;
-    let srv = serve(db).await;
-    let cookie = srv.sign_in(&admin_key(db, &["mappings"]).await).await;
+    let srv = serve(&db).await;
+    let cookie = srv.sign_in(&admin_key(&db, &["mappings"]).await).await;
     let html = srv.page(&cookie, "").await;
     assert!(!html.contains("<script>alert(1)</script>"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
 
-pub async fn five_thousand_pending_are_paged_and_groups_decide(db: &TestDb) {
-    seeded(db, 5000).await;
-    let srv = serve(db).await;
-    let cookie = srv.sign_in(&admin_key(db, &["mappings"]).await).await;
+pub async fn five_thousand_pending_are_paged_and_groups_decide(db: TestDb) {
+    seeded(&db, 5000).await;
+    let srv = serve(&db).await;
+    let cookie = srv.sign_in(&admin_key(&db, &["mappings"]).await).await;
     let html = srv.page(&cookie, "?view=pending&page=49").await;
     assert!(html.contains("Page 50 of 50 (5000 in all)"), "pager");
     assert_eq!(html.matches("type=\"checkbox\"").count(), 100);
@@ -254,7 +262,7 @@ pub async fn five_thousand_pending_are_paged_and_groups_decide(db: &TestDb) {
     assert!(decided.contains("100 approved, 0 rejected"));
 }
 
-pub async fn connections_show_their_rate_budget(db: &TestDb) {
+pub async fn connections_show_their_rate_budget(db: TestDb) {
     use cmcp_registry::{BudgetGrant, BudgetSettlement, BudgetTiming};
 
     connection(&db.store, "bb").await;
@@ -289,8 +297,8 @@ pub async fn connections_show_their_rate_budget(db: &TestDb) {
         .await
         .unwrap();
 
-    let srv = serve(db).await;
-    let k = admin_key(db, &["mappings", "connections"]).await;
+    let srv = serve(&db).await;
+    let k = admin_key(&db, &["mappings", "connections"]).await;
     let html = srv.page(&srv.sign_in(&k).await, "").await;
     assert!(
         html.contains("4211/5000 left, resets at 2030-03-17 17:46:40 UTC"),

@@ -4,17 +4,17 @@ use cmcp_domain::{
     Alias, AliasKind, ConnectionSpec, Owner, Platform, SpaceAddress, SpaceKind, SpaceRecord,
     SpaceState, Token,
 };
-use cmcp_registry::{Cipher, NewConnection, PlaceInput, Store};
+use cmcp_registry::testing::cipher;
+use cmcp_registry::{NewConnection, PlaceInput, Store};
 
 pub async fn connection(store: &Store, id: &str) {
     connection_of(store, id, Owner::Company).await;
 }
 
 pub async fn connection_of(store: &Store, id: &str, owner: Owner) {
-    let cipher = Cipher::from_key_text(&Cipher::generate_key_text()).unwrap();
     store
         .create_connection(
-            &cipher,
+            &cipher(),
             NewConnection {
                 id: id.to_owned(),
                 spec: ConnectionSpec {

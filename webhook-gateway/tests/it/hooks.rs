@@ -1,25 +1,31 @@
 //! `POST /hooks/{platform}/{connection}` through the real router (`oneshot`),
-//! each behaviour run on SQLite and PostgreSQL by `both_backends!` in
-//! `main.rs`: refused deliveries leave nothing behind, duplicates make one
-//! row and one job, a failing store answers 503 with nothing half-written.
+//! each behaviour run on SQLite and PostgreSQL by `both_backends!`: refused
+//! deliveries leave nothing behind, duplicates make one row and one job, a
+//! failing store answers 503 with nothing half-written.
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::testing::TestDb;
-use cmcp_registry::{Cipher, DeliveryStatus, NewConnection, Store, StoreOptions};
+use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::{DeliveryStatus, NewConnection, Store, StoreOptions};
 use cmcp_webhook_gateway::verify::GITHUB_SIGNATURE_HEADER;
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, WebhookSecret, router, sign};
 use tower::ServiceExt;
 
 use crate::support::fixture;
 
-const QUEUE: &str = "handle-delivery";
+both_backends!(
+    signed_delivery_is_stored_with_its_job,
+    forged_deliveries_are_refused_without_a_job,
+    unknown_routes_and_oversized_bodies_are_refused,
+    duplicate_delivery_makes_one_row_and_one_job,
+    signed_but_unparseable_is_kept_as_failed,
+    failing_store_answers_503_and_writes_nothing,
+    rotation_accepts_the_old_secret_only_during_the_overlap,
+);
 
-fn cipher() -> Cipher {
-    Cipher::from_key_bytes(&[7u8; 32]).unwrap()
-}
+const QUEUE: &str = "handle-delivery";
 
 fn app(store: &Store, max_body_bytes: usize) -> Router {
     router(EdgeState {

@@ -1,0 +1,81 @@
+//! Sync runs and the connection lease.
+
+use cmcp_domain::{Owner, RunFigures, RunOutcome};
+use cmcp_registry::LeaseAttempt;
+use cmcp_registry::testing::TestDb;
+
+use crate::support::add_connection;
+
+both_backends!(
+    lease_excludes_a_second_holder_until_it_lapses,
+    runs_record_their_figures,
+);
+
+async fn lease_excludes_a_second_holder_until_it_lapses(db: TestDb) {
+    add_connection(&db.store, "c", Owner::Company).await;
+    assert_eq!(
+        db.store.try_acquire_lease("c", "w1", 60_000).await.unwrap(),
+        LeaseAttempt::Acquired
+    );
+    assert!(
+        matches!(db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap(), LeaseAttempt::HeldBy { holder, .. } if holder == "w1")
+    );
+    assert!(db.store.renew_lease("c", "w1", 60_000).await.unwrap());
+    assert!(!db.store.renew_lease("c", "w2", 60_000).await.unwrap());
+    db.store.release_lease("c", "w2").await.unwrap();
+    assert!(
+        matches!(
+            db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap(),
+            LeaseAttempt::HeldBy { .. }
+        ),
+        "a stranger cannot release"
+    );
+    db.store.release_lease("c", "w1").await.unwrap();
+    assert_eq!(
+        db.store.try_acquire_lease("c", "w2", 1).await.unwrap(),
+        LeaseAttempt::Acquired
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // w2 was killed: its lease lapsed, so w3 takes over.
+    assert_eq!(
+        db.store.try_acquire_lease("c", "w3", 60_000).await.unwrap(),
+        LeaseAttempt::Acquired
+    );
+    assert!(
+        !db.store.renew_lease("c", "w2", 60_000).await.unwrap(),
+        "the lapsed holder lost it"
+    );
+}
+
+async fn runs_record_their_figures(db: TestDb) {
+    add_connection(&db.store, "c", Owner::Company).await;
+    let id = db
+        .store
+        .start_run("c", cmcp_domain::RunTrigger::Cli, "worker-1")
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.get_run(&id).await.unwrap().outcome,
+        RunOutcome::Running
+    );
+    let figures = RunFigures {
+        pages: 3,
+        requests: 5,
+        items_seen: 250,
+        created: 250,
+        retries: 2,
+        duration_ms: 1234,
+        ..Default::default()
+    };
+    db.store
+        .finish_run(&id, RunOutcome::Partial, &figures, Some("page 3: 500"))
+        .await
+        .unwrap();
+    let run = db.store.last_run("c").await.unwrap().unwrap();
+    assert_eq!(run.id, id);
+    assert_eq!(run.outcome, RunOutcome::Partial);
+    assert_eq!(run.figures, figures);
+    assert_eq!(run.error.as_deref(), Some("page 3: 500"));
+    assert!(run.finished_at.is_some());
+    assert_eq!(db.store.list_runs(None, 10).await.unwrap().len(), 1);
+}
