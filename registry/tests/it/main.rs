@@ -7,8 +7,15 @@
 extern crate cmcp_registry;
 
 mod audit;
+mod budgets;
 mod connections;
+mod drive_channels;
+mod http_cache;
+mod keys;
+mod places;
+mod proposals;
 mod runs;
 mod schema;
 mod spaces;
 mod support;
+mod webhooks;

@@ -1,12 +1,97 @@
 //! The schema itself: migrations are idempotent, and both backends have
 //! the same tables and columns.
 
+use std::collections::BTreeMap;
+
+use cmcp_registry::Store;
 use cmcp_registry::testing::TestDb;
 
-both_backends!(migrations_are_idempotent,);
+both_backends!(migrations_are_idempotent);
 
 async fn migrations_are_idempotent(db: TestDb) {
     db.store.migrate().await.unwrap();
     db.store.migrate().await.unwrap();
     db.store.ping().await.unwrap();
+}
+
+/// table → column → (type, NOT NULL), types named the same way for both
+/// dialects.
+type Schema = BTreeMap<String, BTreeMap<String, (String, bool)>>;
+
+/// The migration history tables are bookkeeping, not schema; the queue's
+/// tables belong to apalis (and `migrate` does not create them).
+const NOT_SCHEMA: [&str; 2] = ["_cmcp_migrations", "_sqlx_migrations"];
+
+/// The one place the dialects spell a type differently: SQLite's 64-bit
+/// `INTEGER` (the rowid of `INTEGER PRIMARY KEY`) is PostgreSQL's `bigint`
+/// (`BIGSERIAL`), and a byte string is `BLOB` against `bytea`. Anything
+/// else is compared as written.
+fn type_name(declared: &str) -> String {
+    match declared.to_ascii_lowercase().as_str() {
+        "integer" | "bigint" | "int8" => "bigint".to_owned(),
+        "blob" | "bytea" => "bytes".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+async fn schema(store: &Store) -> Schema {
+    let rows: Vec<(String, String, String, bool)> = match store {
+        Store::Sqlite(pool) => {
+            let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+                "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk \
+                 FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+                 WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            // A SQLite primary key column is NOT NULL whether or not it is
+            // declared so (PostgreSQL always says so).
+            rows.into_iter()
+                .map(|(t, c, ty, not_null, pk)| (t, c, ty, not_null == 1 || pk > 0))
+                .collect()
+        }
+        Store::Postgres(pool) => {
+            let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+                "SELECT table_name::text, column_name::text, data_type::text, is_nullable::text \
+                 FROM information_schema.columns WHERE table_schema = 'public'",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            rows.into_iter()
+                .map(|(t, c, ty, nullable)| (t, c, ty, nullable == "NO"))
+                .collect()
+        }
+    };
+    let mut out = Schema::new();
+    for (table, column, ty, not_null) in rows {
+        if NOT_SCHEMA.contains(&table.as_str()) {
+            continue;
+        }
+        out.entry(table)
+            .or_default()
+            .insert(column, (type_name(&ty), not_null));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_and_postgres_migrations_give_the_same_tables_and_columns() {
+    let sqlite = TestDb::sqlite().await;
+    let Some(postgres) = TestDb::postgres().await else {
+        return;
+    };
+    let lite = schema(&sqlite.store).await;
+    let pg = schema(&postgres.store).await;
+    assert!(lite.len() >= 18, "the registry's tables: {:?}", lite.keys());
+    let tables = |s: &Schema| s.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(tables(&lite), tables(&pg), "tables (SQLite, PostgreSQL)");
+    for (table, columns) in &lite {
+        assert_eq!(
+            Some(columns),
+            pg.get(table),
+            "columns of {table} (SQLite, PostgreSQL)"
+        );
+    }
 }

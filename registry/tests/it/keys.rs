@@ -1,0 +1,141 @@
+//! API keys, the admin screen's sessions, and the ADMIN's connection
+//! switch: only hashes stored, revocation ends sessions, all audited.
+
+use cmcp_domain::Owner;
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{NewApiKey, RegistryError};
+
+use crate::support::add_connection;
+
+both_backends!(
+    keys_are_checked_found_by_hash_and_revoked,
+    a_session_lives_until_it_expires_or_its_key_is_revoked,
+    connection_switch_is_audited_with_its_reason,
+);
+
+async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
+    let s = &db.store;
+    let powers = ["mappings".to_owned()];
+    let key = s
+        .create_api_key(
+            &NewApiKey {
+                id: "k1",
+                name: "alice",
+                key_hash: "hash-1",
+                role: "admin",
+                powers: &powers,
+            },
+            "cli",
+        )
+        .await
+        .unwrap();
+    assert!(key.has_power("mappings"));
+    assert!(!key.has_power("connections"));
+    for (role, powers) in [("root", vec![]), ("member", powers.to_vec())] {
+        let refused = s
+            .create_api_key(
+                &NewApiKey {
+                    id: "k2",
+                    name: "bad",
+                    key_hash: "hash-2",
+                    role,
+                    powers: &powers,
+                },
+                "cli",
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(RegistryError::Invalid { .. })),
+            "{role}: {refused:?}"
+        );
+    }
+    assert_eq!(s.list_api_keys().await.unwrap(), std::slice::from_ref(&key));
+    assert_eq!(s.key_by_hash("hash-1").await.unwrap(), Some(key));
+    assert_eq!(s.key_by_hash("hash-x").await.unwrap(), None);
+    assert!(s.revoke_api_key("k1", "cli").await.unwrap());
+    assert!(!s.revoke_api_key("k1", "cli").await.unwrap(), "once");
+    assert_eq!(s.key_by_hash("hash-1").await.unwrap(), None);
+    assert!(s.get_api_key("k1").await.unwrap().revoked_at.is_some());
+    let actions: Vec<String> = s
+        .list_audit(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(actions, ["key.revoke", "key.create"]);
+}
+
+async fn a_session_lives_until_it_expires_or_its_key_is_revoked(db: TestDb) {
+    let s = &db.store;
+    for (id, hash) in [("k1", "hash-1"), ("k2", "hash-2")] {
+        s.create_api_key(
+            &NewApiKey {
+                id,
+                name: id,
+                key_hash: hash,
+                role: "member",
+                powers: &[],
+            },
+            "cli",
+        )
+        .await
+        .unwrap();
+    }
+    s.create_session("sess-1", "k1", "csrf-1", 60_000)
+        .await
+        .unwrap();
+    s.create_session("sess-2", "k2", "csrf-2", 60_000)
+        .await
+        .unwrap();
+    s.create_session("sess-old", "k2", "csrf-3", -1)
+        .await
+        .unwrap();
+    let live = s.session_by_hash("sess-1").await.unwrap().unwrap();
+    assert_eq!(
+        (live.key.id.as_str(), live.csrf_hash.as_str()),
+        ("k1", "csrf-1")
+    );
+    assert!(
+        s.session_by_hash("sess-old").await.unwrap().is_none(),
+        "expired"
+    );
+    s.delete_session("sess-1").await.unwrap();
+    assert!(
+        s.session_by_hash("sess-1").await.unwrap().is_none(),
+        "signed out"
+    );
+    s.revoke_api_key("k2", "cli").await.unwrap();
+    assert!(
+        s.session_by_hash("sess-2").await.unwrap().is_none(),
+        "a revoked key's sessions end"
+    );
+}
+
+async fn connection_switch_is_audited_with_its_reason(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let bad = s
+        .set_connection_status("gh", "paused", "admin:alice", None)
+        .await;
+    assert!(matches!(bad, Err(RegistryError::Invalid { .. })), "{bad:?}");
+    assert!(
+        s.set_connection_status("gh", "disabled", "admin:alice", Some("offboarding"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.set_connection_status("gh", "disabled", "admin:alice", None)
+            .await
+            .unwrap(),
+        "already disabled"
+    );
+    assert_eq!(s.get_connection("gh").await.unwrap().status, "disabled");
+    let audit = s.list_audit(1).await.unwrap();
+    assert_eq!(audit[0].action, "connection.status");
+    assert_eq!(audit[0].reason.as_deref(), Some("offboarding"));
+    assert_eq!(
+        audit[0].after,
+        Some(serde_json::json!({"status": "disabled"}))
+    );
+}

@@ -1,0 +1,191 @@
+//! Mapping proposals: stored once per evidence, decided in one transaction
+//! with their mapping and audit entry, superseded when evidence changes.
+
+use cmcp_domain::{SpaceAddress, SpaceKind};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{
+    Decision, NewProposal, PlaceInput, ProposalFigures, ProposalFilter, ProposalTarget,
+    RegistryError, Store,
+};
+
+both_backends!(
+    same_evidence_proposes_once_and_changed_evidence_supersedes,
+    approval_maps_and_undo_unmaps_in_one_transaction,
+    a_bulk_decision_with_one_invalid_item_leaves_nothing,
+);
+
+fn project(n: u32) -> SpaceAddress {
+    SpaceAddress::new(SpaceKind::BitbucketProject, "acme", &format!("{{p-{n}}}")).unwrap()
+}
+
+fn candidate(n: u32, place: &str, hash: &str) -> NewProposal {
+    NewProposal {
+        container: project(n),
+        space_name: format!("Project {n}"),
+        target: ProposalTarget::Place(place.to_owned()),
+        evidence: serde_json::json!({"key": "PAY"}),
+        evidence_text: vec!["the project key PAY is the place's key".to_owned()],
+        confidence: 90,
+        conflict: false,
+        evidence_hash: hash.to_owned(),
+    }
+}
+
+async fn with_places(s: &Store) {
+    let places: Vec<PlaceInput> = ["pay", "search"]
+        .iter()
+        .map(|id| PlaceInput {
+            id: (*id).to_owned(),
+            kind: "project".to_owned(),
+            name: id.to_uppercase(),
+            key: None,
+            aliases: vec![],
+        })
+        .collect();
+    s.put_places(&places, "cli").await.unwrap();
+}
+
+async fn in_state(s: &Store, state: &str) -> Vec<i64> {
+    s.list_proposals(&ProposalFilter {
+        state: Some(state.to_owned()),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|p| p.id)
+    .collect()
+}
+
+async fn same_evidence_proposes_once_and_changed_evidence_supersedes(db: TestDb) {
+    let s = &db.store;
+    with_places(s).await;
+    let round = [candidate(1, "pay", "h1"), candidate(2, "search", "h2")];
+    let figures = s.sync_proposals(&round).await.unwrap();
+    assert_eq!(
+        figures,
+        ProposalFigures {
+            proposed: 2,
+            ..Default::default()
+        }
+    );
+    let again = s.sync_proposals(&round).await.unwrap();
+    assert_eq!(
+        again,
+        ProposalFigures {
+            unchanged: 2,
+            ..Default::default()
+        }
+    );
+    let first = s
+        .get_proposal(in_state(s, "proposed").await[0])
+        .await
+        .unwrap();
+    assert_eq!(first.platform, "bitbucket");
+    assert_eq!(first.target, "place:pay");
+    assert_eq!(first.evidence_text, candidate(1, "pay", "h1").evidence_text);
+    // Project 2's evidence changed: its open proposal is superseded.
+    let changed = [candidate(1, "pay", "h1"), candidate(2, "search", "h3")];
+    let figures = s.sync_proposals(&changed).await.unwrap();
+    assert_eq!(
+        (figures.proposed, figures.superseded, figures.unchanged),
+        (1, 1, 1)
+    );
+    assert_eq!(in_state(s, "superseded").await.len(), 1);
+    assert_eq!(in_state(s, "proposed").await.len(), 2);
+    let filtered = s
+        .count_proposals(&ProposalFilter {
+            text: Some("PROJECT 2".to_owned()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(filtered, 2, "case-insensitive search of the space name");
+}
+
+async fn approval_maps_and_undo_unmaps_in_one_transaction(db: TestDb) {
+    let s = &db.store;
+    with_places(s).await;
+    s.sync_proposals(&[candidate(1, "pay", "h1"), candidate(1, "search", "h2")])
+        .await
+        .unwrap();
+    let open = in_state(s, "proposed").await;
+    assert_eq!(open.len(), 2);
+    let decided = s
+        .decide_proposals(
+            &open[..1],
+            Decision::Approve,
+            "admin:alice",
+            Some("obvious"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided[0].state, "approved");
+    let mappings = s.list_mappings().await.unwrap();
+    assert_eq!(mappings.len(), 1);
+    assert_eq!(mappings[0].space_address, project(1).to_string());
+    assert_eq!(mappings[0].proposal_id, Some(open[0]));
+    assert_eq!(mappings[0].approved_by, "admin:alice");
+    // The container's other open proposal is superseded by the approval.
+    assert_eq!(s.get_proposal(open[1]).await.unwrap().state, "superseded");
+    let audit = s.list_audit(1).await.unwrap();
+    assert_eq!(audit[0].action, "proposal.approve");
+    assert_eq!(audit[0].reason.as_deref(), Some("obvious"));
+    s.decide_proposals(&open[..1], Decision::Undo, "admin:alice", None)
+        .await
+        .unwrap();
+    assert!(s.list_mappings().await.unwrap().is_empty());
+    let undone = s.get_proposal(open[0]).await.unwrap();
+    assert_eq!(
+        (undone.state.as_str(), undone.decided_by),
+        ("proposed", None)
+    );
+}
+
+async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
+    let s = &db.store;
+    with_places(s).await;
+    s.sync_proposals(&[candidate(1, "pay", "h1"), candidate(2, "search", "h2")])
+        .await
+        .unwrap();
+    let open = in_state(s, "proposed").await;
+    let audit_before = s.list_audit(100).await.unwrap().len();
+    let unknown = s
+        .decide_proposals(&[open[0], 999_999], Decision::Approve, "admin:alice", None)
+        .await;
+    assert!(
+        matches!(unknown, Err(RegistryError::NotFound { .. })),
+        "{unknown:?}"
+    );
+    let twice = s
+        .decide_proposals(&[open[0], open[0]], Decision::Reject, "admin:alice", None)
+        .await;
+    assert!(
+        matches!(twice, Err(RegistryError::Invalid { .. })),
+        "{twice:?}"
+    );
+    assert!(s.list_mappings().await.unwrap().is_empty());
+    assert_eq!(in_state(s, "proposed").await, open);
+    assert_eq!(s.list_audit(100).await.unwrap().len(), audit_before);
+    // A place retired since the proposal cannot be approved.
+    s.put_places(
+        &[PlaceInput {
+            id: "search".to_owned(),
+            kind: "project".to_owned(),
+            name: "SEARCH".to_owned(),
+            key: None,
+            aliases: vec![],
+        }],
+        "cli",
+    )
+    .await
+    .unwrap();
+    let retired = s
+        .decide_proposals(&open, Decision::Approve, "admin:alice", None)
+        .await;
+    assert!(
+        matches!(retired, Err(RegistryError::Invalid { .. })),
+        "{retired:?}"
+    );
+    assert!(s.list_mappings().await.unwrap().is_empty());
+}

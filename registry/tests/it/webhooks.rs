@@ -1,0 +1,158 @@
+//! Webhook secrets (sealed, rotated with an overlap) and deliveries
+//! (stored once per delivery key, finished, listed).
+
+use cmcp_domain::{Owner, Platform};
+use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError, Store};
+
+use crate::support::add_connection;
+
+both_backends!(
+    a_webhook_secret_is_created_once_and_sealed,
+    rotation_keeps_the_old_secret_only_for_the_overlap,
+    a_delivery_key_is_stored_once_and_finished_once_processed,
+);
+
+async fn sealed_secrets(store: &Store) -> Vec<Vec<u8>> {
+    let sql = "SELECT secret_sealed FROM webhook_secrets ORDER BY id";
+    let rows: Vec<(Vec<u8>,)> = match store {
+        Store::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
+        Store::Postgres(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
+    };
+    rows.into_iter().map(|(b,)| b).collect()
+}
+
+async fn a_webhook_secret_is_created_once_and_sealed(db: TestDb) {
+    let s = &db.store;
+    let missing = s.ensure_webhook_secret(&cipher(), "nope").await;
+    assert!(matches!(missing, Err(RegistryError::NotFound { .. })));
+    add_connection(s, "gh", Owner::Company).await;
+    assert!(s.ensure_webhook_secret(&cipher(), "gh").await.unwrap());
+    assert!(!s.ensure_webhook_secret(&cipher(), "gh").await.unwrap());
+    let secret = s.current_webhook_secret(&cipher(), "gh").await.unwrap();
+    assert_eq!(secret.expose().len(), 64, "32 random bytes, hex");
+    let all = s.webhook_secrets(&cipher(), "gh").await.unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].expose(), secret.expose());
+    // At rest it is sealed: the stored bytes do not hold the secret.
+    let stored = sealed_secrets(s).await;
+    assert_eq!(stored.len(), 1);
+    let text = secret.expose().as_bytes();
+    assert!(!stored[0].windows(text.len()).any(|w| w == text));
+    // Another master key cannot open it.
+    let other = Cipher::from_key_bytes(&[1u8; 32]).unwrap();
+    assert!(s.webhook_secrets(&other, "gh").await.is_err());
+}
+
+async fn rotation_keeps_the_old_secret_only_for_the_overlap(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let first = s.current_webhook_secret(&cipher(), "gh").await.unwrap();
+    s.rotate_webhook_secret(&cipher(), "gh", 3_600_000, "admin:alice")
+        .await
+        .unwrap();
+    let second = s.current_webhook_secret(&cipher(), "gh").await.unwrap();
+    assert_ne!(first.expose(), second.expose());
+    let valid: Vec<String> = s
+        .webhook_secrets(&cipher(), "gh")
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.expose().to_owned())
+        .collect();
+    assert_eq!(
+        valid,
+        [second.expose(), first.expose()],
+        "current first, the old one during the overlap"
+    );
+    // Without an overlap only the new secret is valid.
+    s.rotate_webhook_secret(&cipher(), "gh", 0, "admin:alice")
+        .await
+        .unwrap();
+    let third = s.current_webhook_secret(&cipher(), "gh").await.unwrap();
+    let valid = s.webhook_secrets(&cipher(), "gh").await.unwrap();
+    assert_eq!(valid.len(), 1);
+    assert_eq!(valid[0].expose(), third.expose());
+    // Audited, never with a secret.
+    let audit = s.list_audit(10).await.unwrap();
+    let rotations: Vec<_> = audit
+        .iter()
+        .filter(|e| e.action == "connection.webhook-secret-rotated")
+        .collect();
+    assert_eq!(rotations.len(), 2);
+    let json = serde_json::to_string(&audit).unwrap();
+    for t in [&first, &second, &third] {
+        assert!(!json.contains(t.expose()));
+    }
+}
+
+fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
+    NewDelivery {
+        connection_id: "gh".to_owned(),
+        platform: Platform::Github,
+        delivery_key: key.to_owned(),
+        event: "repository.renamed".to_owned(),
+        headers: vec![("x-github-event".to_owned(), "repository".to_owned())],
+        body: br#"{"action":"renamed"}"#.to_vec(),
+        verification: "hmac-sha256".to_owned(),
+        status,
+        error: None,
+    }
+}
+
+async fn a_delivery_key_is_stored_once_and_finished_once_processed(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    // Ignored and failed deliveries are kept without a job.
+    let Recorded::Stored { id, job_id } = s
+        .record_delivery(&delivery("guid-1", DeliveryStatus::Ignored))
+        .await
+        .unwrap()
+    else {
+        panic!("a new delivery key is stored");
+    };
+    assert_eq!(job_id, None);
+    let again = s
+        .record_delivery(&delivery("guid-1", DeliveryStatus::Failed))
+        .await
+        .unwrap();
+    assert_eq!(again, Recorded::Duplicate { id: id.clone() });
+    let row = s.get_delivery(&id).await.unwrap();
+    assert_eq!(row.delivery_key, "guid-1");
+    assert_eq!(row.platform, Platform::Github);
+    assert_eq!(row.status, DeliveryStatus::Ignored);
+    assert_eq!(row.body, br#"{"action":"renamed"}"#);
+    assert_eq!(
+        row.headers,
+        delivery("guid-1", DeliveryStatus::Ignored).headers
+    );
+    assert!(row.processed_at.is_some(), "nothing left to do");
+    let Recorded::Stored { id: failed, .. } = s
+        .record_delivery(&NewDelivery {
+            error: Some("unparseable".to_owned()),
+            ..delivery("guid-2", DeliveryStatus::Failed)
+        })
+        .await
+        .unwrap()
+    else {
+        panic!("another delivery key is stored");
+    };
+    let listed: Vec<String> = s
+        .list_deliveries("gh")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.delivery_key)
+        .collect();
+    assert_eq!(listed, ["guid-1", "guid-2"]);
+    assert_eq!(s.oldest_unprocessed_delivery().await.unwrap(), None);
+    s.finish_delivery(&failed, DeliveryStatus::Processed, None)
+        .await
+        .unwrap();
+    let row = s.get_delivery(&failed).await.unwrap();
+    assert_eq!((row.status, row.error), (DeliveryStatus::Processed, None));
+    let unknown = s
+        .finish_delivery("01NOSUCHDELIVERY", DeliveryStatus::Processed, None)
+        .await;
+    assert!(matches!(unknown, Err(RegistryError::NotFound { .. })));
+}
