@@ -1,9 +1,9 @@
 //! Read-only catalogue connectors.
 //!
-//! A connector reads one platform tenant (a GitHub organisation today;
-//! Bitbucket, Jira and Drive next) and turns what it finds into neutral
-//! [`SpaceRecord`]s keyed on stable ids. Connectors only ever send GET
-//! requests: the fleet never writes to a code host.
+//! A connector reads one platform tenant (a GitHub organisation, a Bitbucket
+//! workspace, a Jira site, a Workspace domain's Drive) and turns what it
+//! finds into neutral [`SpaceRecord`]s keyed on stable ids. Connectors only
+//! ever send GET requests: the fleet never writes to a code host.
 //!
 //! Layout: `common/` holds what every platform shares (HTTP settings,
 //! retries and rate-limit waits, `Link` pagination, the rate budget); each
