@@ -49,6 +49,12 @@ pub enum Command {
     },
     /// Apply the registry's and the queue's migrations, then exit.
     Migrate,
+    /// Ask a running serve/gateway whether it is healthy: exit 0 on a 2xx, 1 otherwise.
+    Health {
+        /// The URL to GET.
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+    },
     /// Manage connections.
     #[command(subcommand)]
     Connection(ConnectionCmd),

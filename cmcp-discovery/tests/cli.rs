@@ -163,3 +163,83 @@ fn clear_errors_for_common_mistakes() {
     );
     assert!(text(&out).1.contains("already exists"), "{}", text(&out).1);
 }
+
+/// One HTTP answer with `status_line` to the first request on a free local
+/// port; returns the URL of its /healthz.
+fn answer_once(status_line: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/healthz", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = conn.read(&mut buf);
+        let _ = write!(
+            conn,
+            "HTTP/1.1 {status_line}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        );
+    });
+    url
+}
+
+#[test]
+fn health_exits_zero_only_on_a_2xx_answer() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let url = answer_once("200 OK");
+    let out = cli(dir.path(), &["health", "--url", &url]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).0.contains("healthy"), "{:?}", text(&out));
+
+    let url = answer_once("503 Service Unavailable");
+    let out = cli(dir.path(), &["health", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(text(&out).1.contains("503"), "{:?}", text(&out));
+
+    // A closed port: bind, note the port, let it go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}/healthz");
+    let out = cli(dir.path(), &["health", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(text(&out).1.contains("unhealthy"), "{:?}", text(&out));
+}
+
+#[test]
+fn health_answers_for_a_running_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .current_dir(dir.path())
+        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
+        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
+        .env_remove("CMCP_DISCOVERY_CONFIG")
+        .env_remove("CMCP_DISCOVERY_DATA_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let url = format!("http://{addr}/healthz");
+    // Until serve has migrated and bound its port, health fails.
+    let mut last = None;
+    for _ in 0..240 {
+        let out = cli(dir.path(), &["health", "--url", &url]);
+        if out.status.success() {
+            last = Some(out);
+            break;
+        }
+        last = Some(out);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let out = last.unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).0.contains("200 OK"), "{:?}", text(&out));
+}

@@ -3,6 +3,7 @@
 mod connection;
 #[cfg(feature = "demo")]
 mod demo;
+mod health;
 mod keys;
 mod places;
 mod serve;
@@ -17,6 +18,10 @@ use crate::cli::{Cli, Command};
 use crate::config::{Config, Overrides};
 
 pub async fn run(cli: Cli) -> Result<()> {
+    // A probe needs no configuration and no store.
+    if let Command::Health { url } = &cli.command {
+        return health::run(url).await;
+    }
     let overrides = Overrides {
         config_file: cli.global.config.clone(),
         database_url: cli.global.database_url.clone(),
@@ -71,6 +76,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     json,
                 } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
+                Command::Health { .. } => unreachable!("handled above"),
                 #[cfg(feature = "demo")]
                 Command::Demo { .. } => unreachable!("handled above"),
             }
