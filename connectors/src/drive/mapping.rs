@@ -33,10 +33,12 @@ pub fn folder_address(domain: &str, folder_id: &str) -> Result<SpaceAddress> {
     address(SpaceKind::DriveFolder, domain, folder_id)
 }
 
+/// Ids are checked against Drive's alphabet ([`SpaceAddress::checked`]):
+/// a record with any other id is refused, never a space.
 fn address(kind: SpaceKind, domain: &str, id: &str) -> Result<SpaceAddress> {
-    SpaceAddress::new(kind, domain, id).map_err(|e| ConnectorError::Decode {
+    SpaceAddress::checked(kind, domain, id).map_err(|e| ConnectorError::Decode {
         platform: cmcp_domain::Platform::Drive,
-        detail: format!("{kind} id {id:?}: {e}"),
+        detail: format!("refusing {kind} {id:?}: {e}"),
     })
 }
 
@@ -238,5 +240,18 @@ mod tests {
         assert!(r.container.is_none());
         assert_eq!(values(&r, AliasKind::Name), ["Finance Team"]);
         assert_eq!(values(&r, AliasKind::Path), ["Finance Team"]);
+    }
+
+    #[test]
+    fn an_id_outside_drives_alphabet_is_refused() {
+        let bad = Drive {
+            id: "0Ab/Cd".into(),
+            name: "Finance".into(),
+            hidden: None,
+        };
+        let err = drive_record(&bad, "example.com").unwrap_err().to_string();
+        assert!(err.contains("A-Z, a-z, 0-9"), "{err}");
+        let f = file("1a b", "Specs", "0ADrv");
+        assert!(folder_record(&f, "0ADrv", "0ADrv", "E/Specs", "example.com").is_err());
     }
 }
