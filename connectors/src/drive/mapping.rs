@@ -121,8 +121,10 @@ impl<'a> FolderTree<'a> {
     }
 
     /// Records of the folders within `depth` levels, breadth first (every
-    /// container before its children).
-    pub fn records(&self, depth: u32, domain: &str) -> Result<Vec<SpaceRecord>> {
+    /// container before its children). A folder whose id is not a Drive id
+    /// is refused (with its reason in `refused`), and so is what is below
+    /// it: it cannot be placed.
+    pub fn records(&self, depth: u32, domain: &str, refused: &mut Vec<String>) -> Vec<SpaceRecord> {
         let mut out = Vec::new();
         // (folder id, its path, its level)
         let mut level: Vec<(&str, String)> =
@@ -132,8 +134,13 @@ impl<'a> FolderTree<'a> {
             for (parent, parent_path) in &level {
                 for f in self.children.get(parent).into_iter().flatten() {
                     let path = format!("{parent_path}/{}", f.name);
-                    out.push(folder_record(f, &self.drive.id, parent, &path, domain)?);
-                    next.push((f.id.as_str(), path));
+                    match folder_record(f, &self.drive.id, parent, &path, domain) {
+                        Ok(r) => {
+                            out.push(r);
+                            next.push((f.id.as_str(), path));
+                        }
+                        Err(e) => refused.push(format!("drive {}: {e}", self.drive.id)),
+                    }
                 }
             }
             if next.is_empty() {
@@ -141,7 +148,7 @@ impl<'a> FolderTree<'a> {
             }
             level = next;
         }
-        Ok(out)
+        out
     }
 }
 
@@ -181,7 +188,9 @@ mod tests {
             file("1orphan", "Lost", "1gone"),
         ];
         let tree = FolderTree::new(&drive, &folders);
-        let recs = tree.records(2, "Example.com").unwrap();
+        let mut refused = Vec::new();
+        let recs = tree.records(2, "Example.com", &mut refused);
+        assert!(refused.is_empty());
         let got: Vec<(String, String, String)> = recs
             .iter()
             .map(|r| {
@@ -218,8 +227,13 @@ mod tests {
             values(&recs[2], AliasKind::WebUrl),
             ["https://drive.google.com/drive/folders/1cc"]
         );
-        assert_eq!(tree.records(3, "example.com").unwrap().len(), 4);
-        assert_eq!(tree.records(0, "example.com").unwrap().len(), 0);
+        assert_eq!(tree.records(3, "example.com", &mut refused).len(), 4);
+        assert_eq!(tree.records(0, "example.com", &mut refused).len(), 0);
+        // A folder with a malformed id is refused, with what is below it.
+        let folders = vec![file("1a b", "Bad", "0ADrv"), file("1ok", "Below", "1a b")];
+        let tree = FolderTree::new(&drive, &folders);
+        assert!(tree.records(2, "example.com", &mut refused).is_empty());
+        assert_eq!(refused.len(), 1, "{refused:?}");
     }
 
     #[test]
