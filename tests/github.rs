@@ -62,8 +62,12 @@ pub async fn add_connection(store: &Store, id: &str, base_url: &str, owner: Owne
         .expect("add connection");
 }
 
+/// The tenant of a connection to the simulated GitHub: the host it listens
+/// on (only `https://api.github.com` may claim `github.com`).
+pub const SIM_TENANT: &str = "127.0.0.1";
+
 pub fn repo_address(id: u64) -> SpaceAddress {
-    SpaceAddress::new(SpaceKind::GithubRepo, "github.com", &id.to_string()).expect("address")
+    SpaceAddress::new(SpaceKind::GithubRepo, SIM_TENANT, &id.to_string()).expect("address")
 }
 
 /// The aliases a repo must have, as (kind, normalised value).
@@ -110,12 +114,8 @@ pub async fn assert_registry_matches(store: &Store, sim: &GithubSim) {
             .or_default()
             .insert((a.kind, a.value));
     }
-    let org = SpaceAddress::new(
-        SpaceKind::GithubOrg,
-        "github.com",
-        &sim.org_id().to_string(),
-    )
-    .expect("org");
+    let org = SpaceAddress::new(SpaceKind::GithubOrg, SIM_TENANT, &sim.org_id().to_string())
+        .expect("org");
     for r in &upstream {
         let address = repo_address(r.id);
         let space = repos

@@ -141,6 +141,9 @@ pub enum AddCmd {
         /// API base: https://api.github.com (default) or https://HOST/api/v3 for GHES.
         #[arg(long, default_value = "https://api.github.com")]
         base_url: String,
+        /// GHES only: the host people browse (and html_url names) when it differs from the API host, e.g. an API reached by an internal name or address. The connection's tenant; never github.com.
+        #[arg(long, value_name = "HOST")]
+        web_host: Option<String>,
         /// Connection id (default: github-<org>).
         #[arg(long)]
         id: Option<String>,

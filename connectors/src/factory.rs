@@ -53,7 +53,12 @@ pub fn build(
     let (url, scope) = (spec.base_url.as_str(), spec.scope.as_str());
     Ok(match spec.platform {
         Platform::Github => {
-            let mut c = GithubConnector::new(url, scope, token, http)?;
+            // The web host of an Enterprise Server browsed under another
+            // name than its API: the tenant comes from this configuration.
+            let web_host = settings
+                .get(cmcp_domain::WEB_HOST_SETTING)
+                .and_then(serde_json::Value::as_str);
+            let mut c = GithubConnector::new(url, scope, token, http)?.with_web_host(web_host)?;
             if let Some((budget, credential)) = budget {
                 c = c.with_budget(budget, &credential);
             }

@@ -128,4 +128,8 @@ pub struct ListingReport {
     pub failures: Vec<String>,
     /// Risks noticed on the credential (e.g. `write-scope`).
     pub risks: Vec<RiskNotice>,
+    /// Records refused because the platform placed them outside the
+    /// connection's tenant (another host, another workspace). Each one
+    /// also makes the listing incomplete.
+    pub skipped_foreign: u64,
 }

@@ -71,7 +71,7 @@ pub async fn rename_upstream_keeps_space_id_and_old_alias_resolves(db: TestDb) {
     let address = repo_address(before.id);
     let new = h
         .store()
-        .resolve("git@github.com:acme/billing-service.git")
+        .resolve("git@127.0.0.1:acme/billing-service.git")
         .await
         .unwrap();
     assert_eq!(new.len(), 1);

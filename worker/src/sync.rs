@@ -324,6 +324,8 @@ fn add_http(figures: &mut RunFigures, report: &ListingReport) {
     figures.not_modified = report.figures.not_modified;
     figures.retries = report.figures.retries;
     figures.rate_limit_waits = report.figures.rate_limit_waits;
+    // Records the connector refused as outside the connection's tenant.
+    figures.skipped_foreign += report.skipped_foreign;
 }
 
 /// Records the run's end and says how the sync ended.

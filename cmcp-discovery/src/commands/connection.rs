@@ -12,9 +12,17 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             org,
             token_file,
             base_url,
+            web_host,
             id,
             person,
         }) => {
+            // The tenant comes from this configuration: refuse one that
+            // cannot give it before anything is stored.
+            let tenant = cmcp_domain::github_tenant(&base_url, web_host.as_deref())?;
+            let settings = match &web_host {
+                Some(_) => serde_json::json!({ (cmcp_domain::WEB_HOST_SETTING): tenant }),
+                None => serde_json::json!({}),
+            };
             let token = read_token_file(&token_file)?;
             let id = id.unwrap_or_else(|| default_id("github", &org));
             let owner = person.map_or(Owner::Company, Owner::Person);
@@ -29,12 +37,12 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                     },
                     owner,
                     token,
-                    settings: serde_json::json!({}),
+                    settings,
                 },
             )
             .await?;
             println!(
-                "added connection {} ({} {} via {})",
+                "added connection {} ({} {} via {}, tenant {tenant})",
                 row.id, row.platform, row.scope, row.base_url
             );
             println!(

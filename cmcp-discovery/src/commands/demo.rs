@@ -285,7 +285,7 @@ async fn narrate(app: &App, sims: &Sims, ids: &[String], gateway_url: &str) -> R
         "\n== upstream: {} renamed to acme/{new_name}; GitHub sends a signed `repository` webhook",
         victim.full_name
     );
-    let new_remote = format!("git@github.com:acme/{new_name}.git");
+    let new_remote = format!("git@{}:acme/{new_name}.git", sims.github.web_host());
     loop {
         if app
             .store
@@ -309,7 +309,7 @@ async fn narrate(app: &App, sims: &Sims, ids: &[String], gateway_url: &str) -> R
     );
     let address = cmcp_domain::SpaceAddress::new(
         cmcp_domain::SpaceKind::GithubRepo,
-        "github.com",
+        &sims.github.web_host(),
         &victim.id.to_string(),
     )?;
     println!("   {address}: same space id, new aliases active, old ones retired");

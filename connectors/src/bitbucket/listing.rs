@@ -5,6 +5,13 @@
 //! partial; errors of the whole run (a refused credential, a rate limit) are
 //! returned. Projects are read by uuid through the same walk: the API only
 //! fetches a project by its key, and keys change.
+//!
+//! `page=N` is an offset: a repository deleted while the pages are read
+//! shifts every later page, and the one after it is never served. So a walk
+//! adds up before it counts as complete ([`Tally`]): an item with a
+//! malformed uuid, the same uuid twice, a `size` that moves between pages,
+//! or a count at the last page that is not the `size` Bitbucket reported
+//! make it partial, and the registry marks nothing missing on its evidence.
 
 use std::collections::HashSet;
 
@@ -14,6 +21,7 @@ use url::Url;
 
 use super::{BitbucketConnector, MAX_PAGELEN, PLATFORM, mapping, model, write_scope_risk};
 use crate::common::http::{Counters, Exhausted};
+use crate::common::tally::Tally;
 use crate::error::{ConnectorError, Result};
 use crate::{ListingReport, ReadOutcome};
 
@@ -48,8 +56,9 @@ impl BitbucketConnector {
     }
 
     /// Follows `next` from `first`, handing each page's items to `handle`
-    /// and sending what it returns to `sink` (if any). Page failures end the
-    /// walk and land in `failures`; run-level errors are returned.
+    /// and sending what it returns to `sink` (if any), each uuid once. Page
+    /// failures end the walk; they, refused items and a walk that does not
+    /// add up land in `failures`; run-level errors are returned.
     #[allow(clippy::too_many_arguments)] // one call site per listing; a struct would only rename them
     pub(super) async fn walk<T, F>(
         &self,
@@ -66,9 +75,10 @@ impl BitbucketConnector {
         F: FnMut(T) -> std::result::Result<Option<SpaceRecord>, String>,
     {
         let mut seen = HashSet::new();
+        let mut tally = Tally::new(what);
+        let mut reached_end = false;
         let mut next = Some(first);
         let mut page = 0u32;
-        let mut items = 0u64;
         while let Some(url) = next.take() {
             page += 1;
             seen.insert(url.to_string());
@@ -89,7 +99,7 @@ impl BitbucketConnector {
                         return Err(error);
                     }
                     tracing::warn!(what, page, attempts, error = %error, "listing page failed; listing is partial");
-                    failures.push(format!(
+                    tally.fail(format!(
                         "{what} page {page}: {error} after {attempts} attempts"
                     ));
                     break;
@@ -99,25 +109,34 @@ impl BitbucketConnector {
             if let Some(r) = write_scope_risk(&fetched.headers) {
                 *risk = Some(r);
             }
+            let at = format!("{what} page {page}");
+            // `size` is optional ("can be expensive to compute"); when sent,
+            // it must hold for the whole walk.
+            if let Some(size) = fetched.value.rest.get("size").and_then(|v| v.as_u64()) {
+                tally.reported_total(size, &at);
+            }
+            tally.served(fetched.value.values.len());
             let mut records = Vec::with_capacity(fetched.value.values.len());
             for (i, item) in fetched.value.values.into_iter().enumerate() {
                 match serde_json::from_value::<T>(item)
                     .map_err(|e| e.to_string())
                     .and_then(&mut handle)
                 {
-                    Ok(Some(r)) => records.push(r),
+                    Ok(Some(r)) => records.extend(tally.admit(r, &at)),
                     Ok(None) => {}
-                    Err(e) => failures.push(format!("{what} page {page}: item {}: {e}", i + 1)),
+                    Err(e) => tally.fail(format!("{at}: item {}: {e}", i + 1)),
                 }
             }
-            items += records.len() as u64;
             if let Some(sink) = sink {
                 self.send(sink, records).await?;
             }
             next = match fetched.value.next.as_deref().map(|n| fetched.url.join(n)) {
-                None => None,
+                None => {
+                    reached_end = true;
+                    None
+                }
                 Some(Err(e)) => {
-                    failures.push(format!("{what} page {page}: unparsable next URL: {e}"));
+                    tally.fail(format!("{at}: unparsable next URL: {e}"));
                     None
                 }
                 Some(Ok(n)) if !self.client.same_origin(&n) => {
@@ -126,7 +145,7 @@ impl BitbucketConnector {
                         url: n.to_string(),
                         why: "not on the API origin".into(),
                     };
-                    failures.push(format!("{what} page {page}: {error}"));
+                    tally.fail(format!("{at}: {error}"));
                     None
                 }
                 Some(Ok(n)) if seen.contains(n.as_str()) => {
@@ -135,12 +154,18 @@ impl BitbucketConnector {
                         url: n.to_string(),
                         why: "that page was already read (pagination loop)".into(),
                     };
-                    failures.push(format!("{what} page {page}: {error}"));
+                    tally.fail(format!("{at}: {error}"));
                     None
                 }
                 Some(Ok(n)) => Some(n),
             };
         }
+        let items = tally.admitted();
+        let walk_failures = tally.finish(reached_end);
+        for why in &walk_failures {
+            tracing::warn!(what, why = %why, "listing does not add up; listing is partial");
+        }
+        failures.extend(walk_failures);
         Ok(items)
     }
 
@@ -171,6 +196,7 @@ impl BitbucketConnector {
             .await?;
         // Repositories are listed even after a failed project page: each
         // one read is still right, and the run is partial anyway.
+        let mut foreign = 0u64;
         let repos = self
             .walk::<model::Repo, _>(
                 "repositories",
@@ -180,6 +206,9 @@ impl BitbucketConnector {
                 &mut failures,
                 &mut risk,
                 |r| {
+                    if mapping::foreign_workspace(&r, &tenant).is_some() {
+                        foreign += 1;
+                    }
                     mapping::repo_record(&r, &tenant)
                         .map(Some)
                         .map_err(|e| e.to_string())
@@ -192,11 +221,13 @@ impl BitbucketConnector {
             figures: counters.figures(),
             failures,
             risks: risk.into_iter().collect(),
+            skipped_foreign: foreign,
         };
         tracing::info!(
             pages = report.figures.pages,
             projects,
             repos,
+            skipped_foreign = foreign,
             requests = report.figures.requests,
             retries = report.figures.retries,
             complete = report.complete,

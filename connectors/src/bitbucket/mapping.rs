@@ -4,6 +4,11 @@
 //! uuid: a workspace slug can be changed by its admin and every repository
 //! URL changes with it, so the slug is an alias like the names. A repository
 //! sits in its project; a project in its workspace.
+//!
+//! Every uuid is checked where it is mapped ([`SpaceAddress::checked`]): a
+//! record whose uuid is not a uuid is refused, never made a space. The
+//! tenant is the uuid of the configured workspace; a repository that names
+//! another workspace is outside it and refused ([`foreign_workspace`]).
 
 use cmcp_domain::{
     Alias, AliasKind, Platform, SpaceAddress, SpaceKind, SpaceRecord, SpaceState, Visibility,
@@ -13,12 +18,24 @@ use super::model::{Project, Repo, Workspace};
 use crate::error::{ConnectorError, Result};
 
 /// The address of a Bitbucket space: any spelling of the uuids (braces or
-/// not, any case) gives the same value.
+/// not, any case) gives the same value; anything that is not a uuid is
+/// refused. The one function listings, direct reads and webhook re-reads
+/// build addresses with.
 pub fn address(kind: SpaceKind, workspace_uuid: &str, uuid: &str) -> Result<SpaceAddress> {
-    SpaceAddress::new(kind, workspace_uuid, uuid).map_err(|e| ConnectorError::Decode {
+    SpaceAddress::checked(kind, workspace_uuid, uuid).map_err(|e| ConnectorError::Decode {
         platform: Platform::Bitbucket,
-        detail: format!("cannot address {kind} {uuid:?} in {workspace_uuid:?}: {e}"),
+        detail: format!("refusing {kind} {uuid:?} in workspace {workspace_uuid:?}: {e}"),
     })
+}
+
+/// The workspace a repository answer names, when it is not `tenant` (the
+/// configured workspace's uuid).
+pub fn foreign_workspace(r: &Repo, tenant: &str) -> Option<String> {
+    let named = r.workspace.as_ref()?.uuid.as_str();
+    let same = cmcp_domain::canonical_uuid(named)
+        .zip(cmcp_domain::canonical_uuid(tenant))
+        .is_some_and(|(a, b)| a == b);
+    (!same).then(|| named.to_owned())
 }
 
 /// A canonical uuid put back in the braces the API expects.
@@ -94,6 +111,16 @@ pub fn project_record(p: &Project, workspace_uuid: &str) -> Result<SpaceRecord> 
 /// One repository, contained in its project (or the workspace when the
 /// answer names none).
 pub fn repo_record(r: &Repo, workspace_uuid: &str) -> Result<SpaceRecord> {
+    if let Some(other) = foreign_workspace(r, workspace_uuid) {
+        return Err(ConnectorError::Decode {
+            platform: Platform::Bitbucket,
+            detail: format!(
+                "refusing repository {}: Bitbucket places it in workspace {other}, outside this \
+                 connection's workspace {workspace_uuid}",
+                r.full_name
+            ),
+        });
+    }
     let mut aliases = Vec::new();
     push(&mut aliases, AliasKind::FullName, Some(&r.full_name));
     push(&mut aliases, AliasKind::Slug, r.slug.as_deref());
@@ -190,5 +217,31 @@ mod tests {
         );
         assert_eq!(rec.container.unwrap().kind(), SpaceKind::BitbucketProject);
         assert_eq!(rec.state.visibility, Some(Visibility::Private));
+    }
+
+    #[test]
+    fn a_uuid_that_is_not_a_uuid_is_refused() {
+        let r: Repo = serde_json::from_value(repo_json("not-a-uuid")).unwrap();
+        let err = repo_record(&r, WS).unwrap_err().to_string();
+        assert!(err.contains("not-a-uuid") && err.contains("uuid"), "{err}");
+        let mut bad_project = repo_json("{673a6070-3421-46c9-9d48-90745f7bfe8e}");
+        bad_project["project"]["uuid"] = serde_json::json!("{PAY}");
+        let r: Repo = serde_json::from_value(bad_project).unwrap();
+        assert!(repo_record(&r, WS).is_err());
+    }
+
+    #[test]
+    fn a_repo_of_another_workspace_is_refused() {
+        let mut v = repo_json("{673a6070-3421-46c9-9d48-90745f7bfe8e}");
+        v["workspace"] = serde_json::json!({"uuid": "{A15FB181-DB1F-48F7-B41F-E1EFF06929D6}"});
+        let r: Repo = serde_json::from_value(v.clone()).unwrap();
+        assert!(
+            repo_record(&r, WS).is_ok(),
+            "same workspace, other spelling"
+        );
+        v["workspace"] = serde_json::json!({"uuid": "{11111111-2222-3333-4444-555555555555}"});
+        let r: Repo = serde_json::from_value(v).unwrap();
+        let err = repo_record(&r, WS).unwrap_err().to_string();
+        assert!(err.contains("outside this connection's workspace"), "{err}");
     }
 }

@@ -73,6 +73,12 @@ pub struct ProjectRef {
     pub key: Option<String>,
 }
 
+/// The workspace a repository names (`{"uuid": "{…}", "slug": …}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkspaceRef {
+    pub uuid: String,
+}
+
 /// A repository of `GET /2.0/repositories/{workspace}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Repo {
@@ -86,6 +92,9 @@ pub struct Repo {
     pub is_private: Option<bool>,
     #[serde(default)]
     pub project: Option<ProjectRef>,
+    /// The workspace it belongs to: must be the connection's.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceRef>,
     #[serde(default)]
     pub links: Links,
 }

@@ -10,3 +10,4 @@ pub mod link;
 pub mod page_cache;
 pub mod policy;
 pub mod shared;
+pub mod tally;

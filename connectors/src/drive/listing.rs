@@ -92,6 +92,7 @@ impl DriveConnector {
         // Drives, page by page, each page to the sink at once.
         let mut drives: Vec<Drive> = Vec::new();
         let mut pending: Vec<SpaceRecord> = Vec::new();
+        let mut refused: Vec<String> = Vec::new();
         let domain = self.domain.clone();
         let result = self
             .paginate::<DriveList, _>(
@@ -101,8 +102,15 @@ impl DriveConnector {
                 |p| p.next_page_token.clone(),
                 |p| {
                     for d in p.drives {
-                        pending.push(mapping::drive_record(&d, &domain)?);
-                        drives.push(d);
+                        // A drive whose id is not a Drive id is refused:
+                        // never a space, and the listing is partial.
+                        match mapping::drive_record(&d, &domain) {
+                            Ok(r) => {
+                                pending.push(r);
+                                drives.push(d);
+                            }
+                            Err(e) => refused.push(e.to_string()),
+                        }
                     }
                     Ok(())
                 },
@@ -153,17 +161,22 @@ impl DriveConnector {
                 ));
             }
             // What could be read is still placed: the run is partial anyway.
-            let records = mapping::FolderTree::new(drive, &folders)
-                .records(self.settings.depth, &self.domain)?;
+            let records = mapping::FolderTree::new(drive, &folders).records(
+                self.settings.depth,
+                &self.domain,
+                &mut refused,
+            );
             folders_total += records.len();
             self.send(sink, records).await?;
         }
 
+        failures.append(&mut refused);
         let report = ListingReport {
             complete: failures.is_empty(),
             figures: counters.figures(),
             failures,
             risks,
+            skipped_foreign: 0,
         };
         tracing::info!(
             drives = drives.len(),

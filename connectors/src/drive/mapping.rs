@@ -33,10 +33,12 @@ pub fn folder_address(domain: &str, folder_id: &str) -> Result<SpaceAddress> {
     address(SpaceKind::DriveFolder, domain, folder_id)
 }
 
+/// Ids are checked against Drive's alphabet ([`SpaceAddress::checked`]):
+/// a record with any other id is refused, never a space.
 fn address(kind: SpaceKind, domain: &str, id: &str) -> Result<SpaceAddress> {
-    SpaceAddress::new(kind, domain, id).map_err(|e| ConnectorError::Decode {
+    SpaceAddress::checked(kind, domain, id).map_err(|e| ConnectorError::Decode {
         platform: cmcp_domain::Platform::Drive,
-        detail: format!("{kind} id {id:?}: {e}"),
+        detail: format!("refusing {kind} {id:?}: {e}"),
     })
 }
 
@@ -119,8 +121,10 @@ impl<'a> FolderTree<'a> {
     }
 
     /// Records of the folders within `depth` levels, breadth first (every
-    /// container before its children).
-    pub fn records(&self, depth: u32, domain: &str) -> Result<Vec<SpaceRecord>> {
+    /// container before its children). A folder whose id is not a Drive id
+    /// is refused (with its reason in `refused`), and so is what is below
+    /// it: it cannot be placed.
+    pub fn records(&self, depth: u32, domain: &str, refused: &mut Vec<String>) -> Vec<SpaceRecord> {
         let mut out = Vec::new();
         // (folder id, its path, its level)
         let mut level: Vec<(&str, String)> =
@@ -130,8 +134,13 @@ impl<'a> FolderTree<'a> {
             for (parent, parent_path) in &level {
                 for f in self.children.get(parent).into_iter().flatten() {
                     let path = format!("{parent_path}/{}", f.name);
-                    out.push(folder_record(f, &self.drive.id, parent, &path, domain)?);
-                    next.push((f.id.as_str(), path));
+                    match folder_record(f, &self.drive.id, parent, &path, domain) {
+                        Ok(r) => {
+                            out.push(r);
+                            next.push((f.id.as_str(), path));
+                        }
+                        Err(e) => refused.push(format!("drive {}: {e}", self.drive.id)),
+                    }
                 }
             }
             if next.is_empty() {
@@ -139,7 +148,7 @@ impl<'a> FolderTree<'a> {
             }
             level = next;
         }
-        Ok(out)
+        out
     }
 }
 
@@ -179,7 +188,9 @@ mod tests {
             file("1orphan", "Lost", "1gone"),
         ];
         let tree = FolderTree::new(&drive, &folders);
-        let recs = tree.records(2, "Example.com").unwrap();
+        let mut refused = Vec::new();
+        let recs = tree.records(2, "Example.com", &mut refused);
+        assert!(refused.is_empty());
         let got: Vec<(String, String, String)> = recs
             .iter()
             .map(|r| {
@@ -216,8 +227,13 @@ mod tests {
             values(&recs[2], AliasKind::WebUrl),
             ["https://drive.google.com/drive/folders/1cc"]
         );
-        assert_eq!(tree.records(3, "example.com").unwrap().len(), 4);
-        assert_eq!(tree.records(0, "example.com").unwrap().len(), 0);
+        assert_eq!(tree.records(3, "example.com", &mut refused).len(), 4);
+        assert_eq!(tree.records(0, "example.com", &mut refused).len(), 0);
+        // A folder with a malformed id is refused, with what is below it.
+        let folders = vec![file("1a b", "Bad", "0ADrv"), file("1ok", "Below", "1a b")];
+        let tree = FolderTree::new(&drive, &folders);
+        assert!(tree.records(2, "example.com", &mut refused).is_empty());
+        assert_eq!(refused.len(), 1, "{refused:?}");
     }
 
     #[test]
@@ -238,5 +254,18 @@ mod tests {
         assert!(r.container.is_none());
         assert_eq!(values(&r, AliasKind::Name), ["Finance Team"]);
         assert_eq!(values(&r, AliasKind::Path), ["Finance Team"]);
+    }
+
+    #[test]
+    fn an_id_outside_drives_alphabet_is_refused() {
+        let bad = Drive {
+            id: "0Ab/Cd".into(),
+            name: "Finance".into(),
+            hidden: None,
+        };
+        let err = drive_record(&bad, "example.com").unwrap_err().to_string();
+        assert!(err.contains("A-Z, a-z, 0-9"), "{err}");
+        let f = file("1a b", "Specs", "0ADrv");
+        assert!(folder_record(&f, "0ADrv", "0ADrv", "E/Specs", "example.com").is_err());
     }
 }

@@ -9,7 +9,9 @@
 //! admitted by the credential's budget. Without a `last` link (cursor
 //! pagination, a single page) the listing follows `rel="next"` as given.
 //! Pages reach the sink as they arrive, in any order; the listing is
-//! complete only if every page succeeded.
+//! complete only if every page succeeded and it adds up ([`Tally`]): page
+//! numbers are offsets, so a repository created or deleted while the pages
+//! are read shifts them, and one read twice makes the listing partial.
 //!
 //! Why conditional: each page is asked with the ETag of its last answer; a
 //! 304 costs no budget and the cached body stands in for the page, so the
@@ -31,6 +33,7 @@ use crate::ListingReport;
 use crate::common::http::{Conditional, Counters, Exhausted};
 use crate::common::link;
 use crate::common::page_cache::CachedPage;
+use crate::common::tally::Tally;
 use crate::error::{ConnectorError, Result};
 
 /// Names the cached-page format in the cache key: a change to the kept
@@ -86,8 +89,11 @@ fn compact(items: &[serde_json::Value]) -> String {
 
 /// One page read and mapped.
 struct Page {
+    number: u32,
     records: Vec<SpaceRecord>,
     failures: Vec<String>,
+    /// Items refused as outside the tenant.
+    foreign: u64,
     headers: HeaderMap,
     url: Url,
 }
@@ -110,8 +116,8 @@ impl GithubConnector {
         let host = org_record.address.tenant().to_owned();
         self.send(sink, vec![org_record]).await?;
 
-        let mut failures = Vec::new();
-        let mut items = 0u64;
+        let mut tally = Tally::new("repositories");
+        let mut foreign = 0u64;
         let first_url = self.repos_url();
         let first = match self.fetch_page(&first_url, 1, &host, counters).await {
             Ok(p) => Some(p),
@@ -120,15 +126,15 @@ impl GithubConnector {
                     return Err(error);
                 }
                 tracing::warn!(page = 1, attempts, error = %error, "listing page failed; listing is partial");
-                failures.push(format!("page 1: {error} after {attempts} attempts"));
+                tally.fail(format!("page 1: {error} after {attempts} attempts"));
                 None
             }
         };
         if let Some(first) = first {
-            let last = self.last_page(&first, &mut failures);
+            let last = self.last_page(&first, &mut tally);
             let next = link::next_url(&first.headers, &first.url);
             let first_url = first.url.clone();
-            self.take(first, sink, &mut scopes, &mut failures, &mut items)
+            self.take(first, sink, &mut scopes, &mut tally, &mut foreign)
                 .await?;
             match (last, next) {
                 (Some((last_url, n)), _) => {
@@ -139,8 +145,8 @@ impl GithubConnector {
                         sink,
                         counters,
                         &mut scopes,
-                        &mut failures,
-                        &mut items,
+                        &mut tally,
+                        &mut foreign,
                     )
                     .await?;
                 }
@@ -152,8 +158,8 @@ impl GithubConnector {
                         sink,
                         counters,
                         &mut scopes,
-                        &mut failures,
-                        &mut items,
+                        &mut tally,
+                        &mut foreign,
                     )
                     .await?;
                 }
@@ -166,15 +172,19 @@ impl GithubConnector {
             .and_then(scopes::write_scope_risk)
             .into_iter()
             .collect();
+        let items = tally.admitted();
+        let failures = tally.finish(true);
         let report = ListingReport {
             complete: failures.is_empty(),
             figures: counters.figures(),
             failures,
             risks,
+            skipped_foreign: foreign,
         };
         tracing::info!(
             pages = report.figures.pages,
             repos = items,
+            skipped_foreign = foreign,
             requests = report.figures.requests,
             not_modified = report.figures.not_modified,
             retries = report.figures.retries,
@@ -187,11 +197,11 @@ impl GithubConnector {
 
     /// The `rel="last"` URL and its page number, when usable: on the API
     /// origin and page-numbered.
-    fn last_page(&self, first: &Page, failures: &mut Vec<String>) -> Option<(Url, u32)> {
+    fn last_page(&self, first: &Page, tally: &mut Tally) -> Option<(Url, u32)> {
         let last = match link::last_url(&first.headers, &first.url)? {
             Ok(u) => u,
             Err(e) => {
-                failures.push(format!("page 1: unparsable last link: {e}"));
+                tally.fail(format!("page 1: unparsable last link: {e}"));
                 return None;
             }
         };
@@ -204,7 +214,7 @@ impl GithubConnector {
                     self.client.base().origin().ascii_serialization()
                 ),
             };
-            failures.push(format!("page 1: {error}"));
+            tally.fail(format!("page 1: {error}"));
             return None;
         }
         // Not page-numbered: fall back to following `next`.
@@ -225,8 +235,8 @@ impl GithubConnector {
         sink: &Sender<Vec<SpaceRecord>>,
         counters: &Counters,
         scopes: &mut Option<Vec<String>>,
-        failures: &mut Vec<String>,
-        items: &mut u64,
+        tally: &mut Tally,
+        foreign: &mut u64,
     ) -> Result<()> {
         let stop = AtomicBool::new(false);
         let width = self.client.http().config().max_concurrency.max(1);
@@ -250,7 +260,7 @@ impl GithubConnector {
             match result {
                 None => {}
                 Some(Ok(page)) if fatal.is_none() => {
-                    if let Err(e) = self.take(page, sink, scopes, failures, items).await {
+                    if let Err(e) = self.take(page, sink, scopes, tally, foreign).await {
                         stop.store(true, Ordering::SeqCst);
                         fatal = Some(e);
                     }
@@ -262,7 +272,7 @@ impl GithubConnector {
                         fatal.get_or_insert(error);
                     } else {
                         tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
-                        failures.push(format!("page {number}: {error} after {attempts} attempts"));
+                        tally.fail(format!("page {number}: {error} after {attempts} attempts"));
                     }
                 }
             }
@@ -283,8 +293,8 @@ impl GithubConnector {
         sink: &Sender<Vec<SpaceRecord>>,
         counters: &Counters,
         scopes: &mut Option<Vec<String>>,
-        failures: &mut Vec<String>,
-        items: &mut u64,
+        tally: &mut Tally,
+        foreign: &mut u64,
     ) -> Result<()> {
         let mut seen_urls = HashSet::from([first_url.to_string(), self.repos_url().to_string()]);
         let mut next = Some(next);
@@ -293,7 +303,7 @@ impl GithubConnector {
             let url = match self.checked_next(candidate, &seen_urls) {
                 Ok(u) => u,
                 Err(why) => {
-                    failures.push(format!("page {number}: {why}"));
+                    tally.fail(format!("page {number}: {why}"));
                     break;
                 }
             };
@@ -306,12 +316,12 @@ impl GithubConnector {
                         return Err(error);
                     }
                     tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
-                    failures.push(format!("page {number}: {error} after {attempts} attempts"));
+                    tally.fail(format!("page {number}: {error} after {attempts} attempts"));
                     break;
                 }
             };
             next = link::next_url(&page.headers, &page.url);
-            self.take(page, sink, scopes, failures, items).await?;
+            self.take(page, sink, scopes, tally, foreign).await?;
         }
         Ok(())
     }
@@ -341,21 +351,30 @@ impl GithubConnector {
         .to_string())
     }
 
-    /// Hands a page's records to the sink and keeps its scopes and failures.
+    /// Hands a page's records to the sink, each repository once, and keeps
+    /// its scopes and failures.
     async fn take(
         &self,
         page: Page,
         sink: &Sender<Vec<SpaceRecord>>,
         scopes: &mut Option<Vec<String>>,
-        failures: &mut Vec<String>,
-        items: &mut u64,
+        tally: &mut Tally,
+        foreign: &mut u64,
     ) -> Result<()> {
         if let Some(s) = scopes::scopes(&page.headers) {
             *scopes = Some(s);
         }
-        failures.extend(page.failures);
-        *items += page.records.len() as u64;
-        self.send(sink, page.records).await
+        for f in page.failures {
+            tally.fail(f);
+        }
+        *foreign += page.foreign;
+        let at = format!("page {}", page.number);
+        let records: Vec<SpaceRecord> = page
+            .records
+            .into_iter()
+            .filter_map(|r| tally.admit(r, &at))
+            .collect();
+        self.send(sink, records).await
     }
 
     /// Reads one page, conditionally when the cache has an answer for it,
@@ -458,18 +477,28 @@ impl GithubConnector {
     ) -> Page {
         let mut records = Vec::with_capacity(items.len());
         let mut failures = Vec::new();
+        let mut foreign = 0;
         for (i, item) in items.into_iter().enumerate() {
-            match serde_json::from_value::<model::Repo>(item)
-                .map_err(|e| e.to_string())
-                .and_then(|r| mapping::repo_record(&r, host).map_err(|e| e.to_string()))
-            {
+            let repo = match serde_json::from_value::<model::Repo>(item) {
+                Ok(r) => r,
+                Err(e) => {
+                    failures.push(format!("page {number}: item {}: {e}", i + 1));
+                    continue;
+                }
+            };
+            if mapping::foreign_host(mapping::repo_hosts(&repo), host).is_some() {
+                foreign += 1;
+            }
+            match mapping::repo_record(&repo, host) {
                 Ok(r) => records.push(r),
                 Err(e) => failures.push(format!("page {number}: item {}: {e}", i + 1)),
             }
         }
         Page {
+            number,
             records,
             failures,
+            foreign,
             headers,
             url,
         }

@@ -1,10 +1,14 @@
 //! GitHub wire types → the neutral [`SpaceRecord`].
 //!
-//! Identity is the numeric `id` inside the *web* host (`github.com`, or the
-//! GHES host), not the API host: `api.github.com` and `github.com` name one
-//! tenant, and the web host is what people paste. Everything else a person
-//! might use to point at a repository — name, `owner/name`, browser URL, git
-//! remotes, the GraphQL `node_id` — becomes an alias.
+//! Identity is the numeric `id` inside the connection's tenant: its *web*
+//! host (`github.com`, or the GHES host), which comes from the connection's
+//! configuration ([`cmcp_domain::github_tenant`]), never from the answer.
+//! `api.github.com` and `github.com` name one tenant, and the web host is
+//! what people paste. An answer that places a record on another host
+//! (`html_url`, `clone_url`, the owner's `html_url`) is outside the tenant
+//! and refused ([`foreign_host`]). Everything else a person might use to
+//! point at a repository — name, `owner/name`, browser URL, git remotes, the
+//! GraphQL `node_id` — becomes an alias.
 //!
 //! Git remotes: GitHub sends `clone_url` (https) and `ssh_url` (scp-like);
 //! on github.com and every normal GHES they normalise to the same lookup
@@ -26,22 +30,46 @@ pub fn url_host(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
-/// The web host that goes with an API base URL, for when a response lacks
-/// `html_url`: `api.github.com` → `github.com`, `api.X.ghe.com` → `X.ghe.com`
-/// (GHEC with data residency), a GHES `host/api/v3` → `host`.
-pub fn web_host_for_api(api: &url::Url) -> Option<String> {
-    let host = api.host_str()?.to_ascii_lowercase();
-    Some(match host.strip_prefix("api.") {
-        Some(rest) if rest == "github.com" || rest.ends_with(".ghe.com") => rest.to_owned(),
-        _ => host,
+/// The address of a GitHub space in `tenant`, its id checked. The one
+/// function listings, direct reads and webhook re-reads build addresses
+/// with.
+pub fn address(kind: SpaceKind, tenant: &str, id: &str) -> Result<SpaceAddress> {
+    SpaceAddress::checked(kind, tenant, id).map_err(|e| ConnectorError::Decode {
+        platform: Platform::Github,
+        detail: format!("refusing {kind} {id:?}: {e}"),
     })
 }
 
-fn address(kind: SpaceKind, host: &str, id: u64) -> Result<SpaceAddress> {
-    SpaceAddress::new(kind, host, &id.to_string()).map_err(|e| ConnectorError::Decode {
+/// The first host an answer names for a record that is not `tenant`: the
+/// record lives on another GitHub than the one this connection reads.
+/// `ssh_url` is not compared: a GHES may serve SSH under its own name.
+pub fn foreign_host<'a>(
+    urls: impl IntoIterator<Item = Option<&'a str>>,
+    tenant: &str,
+) -> Option<String> {
+    urls.into_iter()
+        .flatten()
+        .filter_map(url_host)
+        .find(|h| !h.eq_ignore_ascii_case(tenant.trim()))
+}
+
+/// The URLs of a repository answer that name its host.
+pub fn repo_hosts(repo: &Repo) -> [Option<&str>; 3] {
+    [
+        repo.html_url.as_deref(),
+        repo.clone_url.as_deref(),
+        repo.owner.html_url.as_deref(),
+    ]
+}
+
+fn refuse_foreign(what: String, host: &str, tenant: &str) -> ConnectorError {
+    ConnectorError::Decode {
         platform: Platform::Github,
-        detail: format!("cannot address {kind} {id} on {host:?}: {e}"),
-    })
+        detail: format!(
+            "refusing {what}: GitHub places it on {host}, outside this connection's tenant {tenant} \
+             (a GitHub Enterprise Server browsed under another name than its API needs its web host configured)"
+        ),
+    }
 }
 
 fn push(aliases: &mut Vec<Alias>, kind: AliasKind, raw: Option<&str>) {
@@ -50,20 +78,21 @@ fn push(aliases: &mut Vec<Alias>, kind: AliasKind, raw: Option<&str>) {
     }
 }
 
-/// The organisation as a container space. `fallback_host` is used when the
-/// answer has no `html_url`.
-pub fn org_record(org: &Org, fallback_host: &str) -> Result<SpaceRecord> {
-    let host = org
-        .html_url
-        .as_deref()
-        .and_then(url_host)
-        .unwrap_or_else(|| fallback_host.to_owned());
+/// The organisation as a container space in `tenant`.
+pub fn org_record(org: &Org, tenant: &str) -> Result<SpaceRecord> {
+    if let Some(host) = foreign_host([org.html_url.as_deref()], tenant) {
+        return Err(refuse_foreign(
+            format!("organization {}", org.login),
+            &host,
+            tenant,
+        ));
+    }
     let mut aliases = Vec::new();
     push(&mut aliases, AliasKind::Name, Some(&org.login));
     push(&mut aliases, AliasKind::WebUrl, org.html_url.as_deref());
     push(&mut aliases, AliasKind::HostId, org.node_id.as_deref());
     Ok(SpaceRecord {
-        address: address(SpaceKind::GithubOrg, &host, org.id)?,
+        address: address(SpaceKind::GithubOrg, tenant, &org.id.to_string())?,
         display_name: org.login.clone(),
         container: None,
         aliases,
@@ -71,15 +100,16 @@ pub fn org_record(org: &Org, fallback_host: &str) -> Result<SpaceRecord> {
     })
 }
 
-/// One repository. Its container is the organisation built from `owner`
-/// (for an org listing, `owner.id` is the org id).
-pub fn repo_record(repo: &Repo, fallback_host: &str) -> Result<SpaceRecord> {
-    let host = repo
-        .html_url
-        .as_deref()
-        .and_then(url_host)
-        .or_else(|| repo.owner.html_url.as_deref().and_then(url_host))
-        .unwrap_or_else(|| fallback_host.to_owned());
+/// One repository in `tenant`. Its container is the organisation built
+/// from `owner` (for an org listing, `owner.id` is the org id).
+pub fn repo_record(repo: &Repo, tenant: &str) -> Result<SpaceRecord> {
+    if let Some(host) = foreign_host(repo_hosts(repo), tenant) {
+        return Err(refuse_foreign(
+            format!("repository {}", repo.full_name),
+            &host,
+            tenant,
+        ));
+    }
 
     let mut aliases = Vec::new();
     push(&mut aliases, AliasKind::Name, Some(&repo.name));
@@ -119,9 +149,13 @@ pub fn repo_record(repo: &Repo, fallback_host: &str) -> Result<SpaceRecord> {
         });
 
     Ok(SpaceRecord {
-        address: address(SpaceKind::GithubRepo, &host, repo.id)?,
+        address: address(SpaceKind::GithubRepo, tenant, &repo.id.to_string())?,
         display_name: repo.full_name.clone(),
-        container: Some(address(SpaceKind::GithubOrg, &host, repo.owner.id)?),
+        container: Some(address(
+            SpaceKind::GithubOrg,
+            tenant,
+            &repo.owner.id.to_string(),
+        )?),
         aliases,
         state: SpaceState {
             archived: repo.archived.unwrap_or(false),
@@ -151,7 +185,7 @@ mod tests {
     #[test]
     fn documented_example_maps_to_the_expected_record() {
         let repos: Vec<Repo> = serde_json::from_str(DOCS_EXAMPLE).unwrap();
-        let r = repo_record(&repos[0], "unused.example").unwrap();
+        let r = repo_record(&repos[0], "github.com").unwrap();
         assert_eq!(
             r.address.to_string(),
             "space:github-repo:github.com/1296269"
@@ -189,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn minimal_repo_falls_back_on_private_flag_and_host() {
+    fn minimal_repo_falls_back_on_the_private_flag() {
         let repo: Repo = serde_json::from_str(
             r#"{"id": 42, "name": "x", "full_name": "acme/x", "owner": {"login": "acme", "id": 7},
                 "private": true, "archived": null, "visibility": null, "brand_new_field": [1, 2]}"#,
@@ -216,7 +250,7 @@ mod tests {
                 "ssh_url": "git@ssh.ghe.example.com:Acme/Core.git"}"#,
         )
         .unwrap();
-        let r = repo_record(&repo, "unused").unwrap();
+        let r = repo_record(&repo, "ghe.example.com").unwrap();
         assert_eq!(r.address.to_string(), "space:github-repo:ghe.example.com/9");
         assert_eq!(
             r.container.as_ref().unwrap().to_string(),
@@ -236,7 +270,7 @@ mod tests {
             r#"{"login": "Acme", "id": 5, "node_id": "O_kgDOAAAABQ", "html_url": "https://github.com/Acme", "name": null}"#,
         )
         .unwrap();
-        let r = org_record(&org, "unused").unwrap();
+        let r = org_record(&org, "github.com").unwrap();
         assert_eq!(r.address.to_string(), "space:github-org:github.com/5");
         assert_eq!(r.display_name, "Acme");
         assert!(r.container.is_none());
@@ -246,11 +280,34 @@ mod tests {
     }
 
     #[test]
-    fn web_host_for_api_bases() {
-        let host = |s: &str| web_host_for_api(&url::Url::parse(s).unwrap()).unwrap();
-        assert_eq!(host("https://api.github.com"), "github.com");
-        assert_eq!(host("https://api.acme.ghe.com/"), "acme.ghe.com");
-        assert_eq!(host("https://GHE.example.com/api/v3"), "ghe.example.com");
-        assert_eq!(host("http://127.0.0.1:8080/api/v3"), "127.0.0.1");
+    fn a_record_on_another_host_is_refused() {
+        let repos: Vec<Repo> = serde_json::from_str(DOCS_EXAMPLE).unwrap();
+        // The docs example lives on github.com; a GHES connection refuses it.
+        let err = repo_record(&repos[0], "ghe.example.com").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("outside this connection's tenant ghe.example.com"),
+            "{err}"
+        );
+        assert_eq!(
+            foreign_host(repo_hosts(&repos[0]), "ghe.example.com").as_deref(),
+            Some("github.com")
+        );
+        assert_eq!(foreign_host(repo_hosts(&repos[0]), "GitHub.com"), None);
+        let org: Org = serde_json::from_str(
+            r#"{"login": "Acme", "id": 5, "html_url": "https://evil.example/Acme"}"#,
+        )
+        .unwrap();
+        assert!(org_record(&org, "github.com").is_err());
+    }
+
+    #[test]
+    fn an_id_of_zero_is_refused() {
+        let repo: Repo = serde_json::from_str(
+            r#"{"id": 0, "name": "x", "full_name": "acme/x", "owner": {"login": "acme", "id": 7}}"#,
+        )
+        .unwrap();
+        let err = repo_record(&repo, "github.com").unwrap_err();
+        assert!(err.to_string().contains("positive integer"), "{err}");
     }
 }

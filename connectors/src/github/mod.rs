@@ -22,7 +22,7 @@ pub mod model;
 pub mod scopes;
 pub mod webhook;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use cmcp_domain::{Platform, SpaceAddress, SpaceKind, SpaceRecord, Token};
 use tokio::sync::mpsc::Sender;
@@ -45,10 +45,10 @@ const MAX_PER_PAGE: u32 = 100;
 pub struct GithubConnector {
     client: GithubClient,
     org: String,
-    /// The web host, and whether it was learned from the organisation's
-    /// `html_url` (until then it is the one implied by the API base URL,
-    /// which is right for github.com and GHES but not for a simulator).
-    web_host: Mutex<(String, bool)>,
+    /// The web host every address of the connection is in, from its
+    /// configuration ([`cmcp_domain::github_tenant`]): never learned from
+    /// an answer.
+    tenant: String,
     /// Conditional-request answers of this connection, if kept.
     cache: Option<Arc<dyn PageCache>>,
 }
@@ -58,6 +58,7 @@ impl std::fmt::Debug for GithubConnector {
         f.debug_struct("GithubConnector")
             .field("client", &self.client)
             .field("org", &self.org)
+            .field("tenant", &self.tenant)
             .field("page_cache", &self.cache.is_some())
             .finish_non_exhaustive()
     }
@@ -65,7 +66,9 @@ impl std::fmt::Debug for GithubConnector {
 
 impl GithubConnector {
     /// `base_url`: `https://api.github.com`, a GHES `https://host/api/v3`, or
-    /// a simulator's `http://127.0.0.1:PORT[/prefix]`.
+    /// a simulator's `http://127.0.0.1:PORT[/prefix]`. The tenant is the web
+    /// host that goes with it; see [`GithubConnector::with_web_host`] for a
+    /// GHES browsed under another name.
     pub fn new(base_url: &str, org: &str, token: Token, cfg: HttpConfig) -> Result<Self> {
         let org = org.trim();
         if org.is_empty() || org.contains(['/', '?', '#']) || org.contains(char::is_whitespace) {
@@ -74,13 +77,27 @@ impl GithubConnector {
             });
         }
         let client = GithubClient::new(base_url, &token, cfg)?;
-        let web_host = mapping::web_host_for_api(client.base()).unwrap_or_default();
+        let tenant = tenant_of(client.base().as_str(), None)?;
         Ok(GithubConnector {
             client,
             org: org.to_owned(),
-            web_host: Mutex::new((web_host, false)),
+            tenant,
             cache: None,
         })
+    }
+
+    /// A GitHub Enterprise Server whose web host (what `html_url` and
+    /// `clone_url` name, what people paste) differs from its API host: an
+    /// internal name or address. `None` keeps the tenant implied by the
+    /// base URL. Only `https://api.github.com` may be `github.com`.
+    pub fn with_web_host(mut self, web_host: Option<&str>) -> Result<Self> {
+        self.tenant = tenant_of(self.client.base().as_str(), web_host)?;
+        Ok(self)
+    }
+
+    /// The tenant (web host) of every address this connection writes.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
     }
 
     /// Spends the fleet's shared budget of the credential identified by
@@ -100,30 +117,6 @@ impl GithubConnector {
 
     pub fn org(&self) -> &str {
         &self.org
-    }
-
-    fn web_host(&self) -> (String, bool) {
-        self.web_host
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set_web_host(&self, host: &str) {
-        *self.web_host.lock().unwrap_or_else(PoisonError::into_inner) = (host.to_owned(), true);
-    }
-
-    /// The web host this connection's spaces live on. When it has not been
-    /// learned yet and `tenant` is not the guess from the base URL, the
-    /// organisation is read to learn it: reading an id on the wrong host
-    /// would return (or miss) a different repository.
-    async fn confirmed_web_host(&self, tenant: &str) -> Result<String> {
-        let (host, learned) = self.web_host();
-        if learned || host == tenant {
-            return Ok(host);
-        }
-        let (org, _) = self.read_org(&Counters::default()).await?;
-        Ok(org.address.tenant().to_owned())
     }
 
     fn repos_url(&self) -> Url {
@@ -159,10 +152,32 @@ impl GithubConnector {
                 },
                 other => other,
             })?;
-        let record = mapping::org_record(&fetched.value, &self.web_host().0)?;
-        self.set_web_host(record.address.tenant());
+        // The organisation on another host than the tenant: the connection
+        // is configured for another GitHub than it reaches. Only its
+        // configuration can fix that, so it is a configuration error.
+        if let Some(host) = mapping::foreign_host([fetched.value.html_url.as_deref()], &self.tenant)
+        {
+            return Err(ConnectorError::InvalidConfig {
+                detail: format!(
+                    "GitHub at {} places organization {:?} on {host}, outside this connection's \
+                     tenant {}: for an Enterprise Server browsed as {host}, configure that web \
+                     host (connection add github --web-host {host})",
+                    self.client.base(),
+                    self.org,
+                    self.tenant
+                ),
+            });
+        }
+        let record = mapping::org_record(&fetched.value, &self.tenant)?;
         Ok((record, scopes::scopes(&fetched.headers)))
     }
+}
+
+/// [`cmcp_domain::github_tenant`] as a configuration error.
+fn tenant_of(base_url: &str, web_host: Option<&str>) -> Result<String> {
+    cmcp_domain::github_tenant(base_url, web_host).map_err(|e| ConnectorError::InvalidConfig {
+        detail: e.to_string(),
+    })
 }
 
 #[async_trait::async_trait]
@@ -203,7 +218,7 @@ impl Connector for GithubConnector {
                 SpaceKind::GithubRepo
             )));
         }
-        let host = self.confirmed_web_host(address.tenant()).await?;
+        let host = self.tenant.as_str();
         if address.tenant() != host {
             return Err(unsupported(format!("this connection reads {host}")));
         }
@@ -221,7 +236,12 @@ impl Connector for GithubConnector {
             .await
         {
             Ok(f) => {
-                let record = mapping::repo_record(&f.value, &host)?;
+                if let Some(other) = mapping::foreign_host(mapping::repo_hosts(&f.value), host) {
+                    return Err(unsupported(format!(
+                        "GitHub places it on {other}, outside this connection's tenant {host}"
+                    )));
+                }
+                let record = mapping::repo_record(&f.value, host)?;
                 if record.address != *address {
                     return Err(unsupported(format!(
                         "GitHub answered with {}",

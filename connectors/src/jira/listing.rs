@@ -1,8 +1,20 @@
 //! The project listing: `project/search` over live, archived and deleted
-//! projects. The first page gives `total` and the `maxResults` Jira really
-//! uses; the remaining `startAt` windows are then read a few at a time. A
-//! window that fails, a `total` that moves, an empty page or `isLast` before
-//! the total make the listing partial; errors of the whole run are returned.
+//! projects, read to Jira's own end marker.
+//!
+//! The first page gives `total` and the `maxResults` Jira really uses. The
+//! total is a hint, not the truth (an independent double served 30 more
+//! projects than it reported, and 30 fewer): it plans which `startAt`
+//! windows are read a few at a time, generated lazily and no longer once a
+//! window meets the end (`isLast`, or an empty page). If the planned
+//! windows end before the end marker, the listing goes on past the total,
+//! one window at a time, until it is met. Only then is it judged
+//! ([`Tally`]): a project served twice, a total that moved between pages
+//! (a project added or deleted mid-listing shifts the offsets) or a count
+//! that is not the reported total make it partial, and the registry marks
+//! nothing missing on its evidence. Every project read is still sent.
+//! Errors of the whole run are returned.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cmcp_domain::SpaceRecord;
 use futures::StreamExt;
@@ -12,12 +24,22 @@ use url::Url;
 use super::{CONCURRENT_WINDOWS, JiraConnector, MAX_RESULTS, PLATFORM, mapping, model};
 use crate::ListingReport;
 use crate::common::http::{Counters, Exhausted};
+use crate::common::tally::Tally;
 use crate::error::{ConnectorError, Result};
 
-/// What reading one window gave.
-enum Window {
-    Records(Vec<SpaceRecord>, Vec<String>),
-    Failed(String),
+/// What reading one window `[start, end)` gave.
+struct Window {
+    start: u64,
+    records: Vec<SpaceRecord>,
+    failures: Vec<String>,
+    /// Items served (refused ones included).
+    served: usize,
+    /// `(startAt, total)` of every page that reported a total.
+    totals: Vec<(u64, u64)>,
+    /// Where Jira's end marker (`isLast`, or an empty page) was met.
+    end_at: Option<u64>,
+    /// A page could not be read: the window stopped there.
+    broken: bool,
 }
 
 impl JiraConnector {
@@ -54,6 +76,8 @@ impl JiraConnector {
         Ok(page.value)
     }
 
+    /// Maps a page's items; a project that cannot be mapped (a malformed
+    /// id) is refused with its reason.
     fn map_values(
         &self,
         values: Vec<serde_json::Value>,
@@ -75,19 +99,57 @@ impl JiraConnector {
         (records, failures)
     }
 
-    /// Reads `[start, end)`, asking again from where an answer stopped short.
+    /// A window that has read nothing yet.
+    fn empty_window(start: u64) -> Window {
+        Window {
+            start,
+            records: Vec::new(),
+            failures: Vec::new(),
+            served: 0,
+            totals: Vec::new(),
+            end_at: None,
+            broken: false,
+        }
+    }
+
+    /// Adds page `page` (asked at `cur`, keeping at most `room` items) to
+    /// `w`; returns how many items it served.
+    fn add_page(
+        &self,
+        w: &mut Window,
+        cur: u64,
+        room: u64,
+        page: model::Page,
+        cloud_id: &str,
+    ) -> u64 {
+        if let Some(t) = page.total {
+            w.totals.push((cur, t));
+        }
+        let got = page.values.len() as u64;
+        let mut values = page.values;
+        values.truncate(got.min(room) as usize);
+        w.served += values.len();
+        let (r, f) = self.map_values(values, cloud_id, cur);
+        w.records.extend(r);
+        w.failures.extend(f);
+        if got == 0 || page.is_last == Some(true) {
+            w.end_at = Some(cur + got);
+        }
+        got
+    }
+
+    /// Reads `[start, end)`, asking again from where an answer stopped
+    /// short, until the window is full or Jira's end marker is met.
     async fn window(
         &self,
         start: u64,
         end: u64,
-        total: u64,
         cloud_id: &str,
         counters: &Counters,
     ) -> Result<Window> {
+        let mut w = Self::empty_window(start);
         let mut cur = start;
-        let mut records = Vec::new();
-        let mut failures = Vec::new();
-        while cur < end {
+        while cur < end && w.end_at.is_none() {
             let page = match self.fetch(cur, counters).await {
                 Ok(p) => p,
                 Err(Exhausted { error, attempts }) => {
@@ -99,40 +161,49 @@ impl JiraConnector {
                     ) {
                         return Err(error);
                     }
-                    return Ok(Window::Failed(format!(
-                        "startAt={cur}: {error} after {attempts} attempts"
-                    )));
+                    w.failures
+                        .push(format!("startAt={cur}: {error} after {attempts} attempts"));
+                    w.broken = true;
+                    return Ok(w);
                 }
             };
-            if page.total.is_some_and(|t| t != total) {
-                return Ok(Window::Failed(format!(
-                    "startAt={cur}: the project count moved from {total} to {} during the listing",
-                    page.total.unwrap_or_default()
-                )));
-            }
-            let got = page.values.len() as u64;
-            let keep = got.min(end - cur) as usize;
-            let mut values = page.values;
-            values.truncate(keep);
-            let (r, f) = self.map_values(values, cloud_id, cur);
-            records.extend(r);
-            failures.extend(f);
-            cur += got;
-            if got == 0 {
-                if cur < end {
-                    return Ok(Window::Failed(format!(
-                        "startAt={cur}: an empty page before the end ({total} projects)"
-                    )));
-                }
-                break;
-            }
-            if page.is_last == Some(true) && cur < end {
-                return Ok(Window::Failed(format!(
-                    "startAt={cur}: isLast before the reported total {total}"
-                )));
-            }
+            cur += self.add_page(&mut w, cur, end - cur, page, cloud_id);
         }
-        Ok(Window::Records(records, failures))
+        Ok(w)
+    }
+
+    /// Folds a window into the listing; returns whether it met the end.
+    async fn take(
+        &self,
+        w: Window,
+        tally: &mut Tally,
+        end_seen: &mut u64,
+        sink: &Sender<Vec<SpaceRecord>>,
+    ) -> Result<bool> {
+        for (at, total) in &w.totals {
+            tally.reported_total(*total, &format!("startAt={at}"));
+        }
+        tally.served(w.served);
+        if w.start >= *end_seen && w.served > 0 {
+            tally.fail(format!(
+                "startAt={}: projects served after Jira's end marker",
+                w.start
+            ));
+        }
+        if let Some(at) = w.end_at {
+            *end_seen = (*end_seen).min(at);
+        }
+        for f in w.failures {
+            tally.fail(f);
+        }
+        let at = format!("startAt={}", w.start);
+        let records: Vec<SpaceRecord> = w
+            .records
+            .into_iter()
+            .filter_map(|r| tally.admit(r, &at))
+            .collect();
+        send(sink, records).await?;
+        Ok(w.end_at.is_some())
     }
 
     pub(super) async fn list_inner(
@@ -141,63 +212,85 @@ impl JiraConnector {
         counters: &Counters,
     ) -> Result<ListingReport> {
         let cloud_id = self.cloud_id(counters).await?;
-        let first = self.fetch(0, counters).await.map_err(|ex| ex.error)?;
-        let mut failures = Vec::new();
-        let got = first.values.len() as u64;
-        let total = first.total.unwrap_or(got);
-        let step = if first.max_results > 0 {
-            first.max_results
+        let cloud = cloud_id.as_str();
+        let mut tally = Tally::new("projects");
+        // The first page is the run: if it cannot be read, nothing was.
+        let page = self.fetch(0, counters).await.map_err(|ex| ex.error)?;
+        // Windows are sized by the `maxResults` Jira used, not the one asked.
+        let step = if page.max_results > 0 {
+            page.max_results
         } else {
-            got.max(1)
+            (page.values.len() as u64).max(1)
         };
-        let (records, f) = self.map_values(first.values, &cloud_id, 0);
-        failures.extend(f);
-        let mut items = records.len() as u64;
-        send(sink, records).await?;
+        let mut first = Self::empty_window(0);
+        let got = self.add_page(&mut first, 0, u64::MAX, page, cloud);
+        let hint = first.totals.first().map_or(got, |(_, t)| *t);
+        // Where the end marker was met (u64::MAX: not yet).
+        let mut end_seen = u64::MAX;
+        let mut broken = false;
+        let mut reached_end = self.take(first, &mut tally, &mut end_seen, sink).await?;
 
-        if first.is_last != Some(true) && got < total {
-            // The rest of the first window (if the first page stopped short),
-            // then every further window of `step` items.
-            let mut windows = Vec::new();
-            let mut start = got;
-            let first_end = step.min(total);
-            if start < first_end {
-                windows.push((start, first_end));
-                start = first_end;
-            }
-            while start < total {
-                windows.push((start, (start + step).min(total)));
-                start += step;
-            }
-            let cloud = cloud_id.as_str();
-            let mut stream = futures::stream::iter(windows)
-                .map(|(s, e)| self.window(s, e, total, cloud, counters))
+        // Windows start where the first page stopped: it may have stopped
+        // short of `step` (Jira caps `maxResults`), so the first window is
+        // the rest of it.
+        let next_start = |s: u64| if s < step { step } else { s + step };
+        let mut resume = got;
+        if !reached_end && got > 0 {
+            let stop = AtomicBool::new(false);
+            let starts =
+                futures::stream::iter(std::iter::successors(Some(got), |&s| Some(next_start(s))))
+                    .take_while(|&s| std::future::ready(s < hint && !stop.load(Ordering::SeqCst)));
+            let mut windows = starts
+                .map(|s| self.window(s, next_start(s), cloud, counters))
                 .buffered(CONCURRENT_WINDOWS);
-            while let Some(w) = stream.next().await {
-                match w? {
-                    Window::Records(records, f) => {
-                        failures.extend(f);
-                        items += records.len() as u64;
-                        send(sink, records).await?;
-                    }
-                    Window::Failed(why) => {
-                        tracing::warn!(why = %why, "listing window failed; listing is partial");
-                        failures.push(why);
-                    }
+            while let Some(w) = windows.next().await {
+                let w = w?;
+                resume = resume.max(next_start(w.start));
+                broken |= w.broken;
+                if self.take(w, &mut tally, &mut end_seen, sink).await? {
+                    reached_end = true;
+                }
+                if reached_end || broken {
+                    stop.store(true, Ordering::SeqCst);
                 }
             }
         }
+        // The planned windows ended before Jira's end marker (a total too
+        // low): read on, one window at a time, until it is met. Each window
+        // must bring projects not seen before, so a server repeating itself
+        // cannot keep the listing going.
+        while !reached_end && !broken {
+            let before = tally.admitted();
+            let w = self
+                .window(resume, next_start(resume), cloud, counters)
+                .await?;
+            resume = next_start(w.start);
+            broken |= w.broken;
+            reached_end = self.take(w, &mut tally, &mut end_seen, sink).await?;
+            if !reached_end && tally.admitted() == before {
+                tally.fail(format!(
+                    "startAt={resume}: no new projects and no end marker; stopped reading"
+                ));
+                break;
+            }
+        }
 
+        let projects = tally.admitted();
+        let failures = tally.finish(reached_end && !broken);
+        for why in &failures {
+            tracing::warn!(why = %why, "project listing does not add up; listing is partial");
+        }
         let report = ListingReport {
             complete: failures.is_empty(),
             figures: counters.figures(),
             failures,
             risks: Vec::new(),
+            skipped_foreign: 0,
         };
         tracing::info!(
             pages = report.figures.pages,
-            projects = items,
-            total,
+            projects,
+            total = hint,
             requests = report.figures.requests,
             retries = report.figures.retries,
             complete = report.complete,

@@ -2,17 +2,23 @@
 //!
 //! Identity is the project id inside the site's cloudId. Keys change (and
 //! the old ones keep redirecting in Jira), so every key in `projectKeys` is
-//! a Key alias: a reference written with an old key still resolves.
+//! a Key alias: a reference written with an old key still resolves. The
+//! id must be Jira's numeric project id and the cloudId a uuid
+//! ([`SpaceAddress::checked`]): anything else is refused, never a space.
 
 use cmcp_domain::{Alias, AliasKind, Platform, SpaceAddress, SpaceKind, SpaceRecord, SpaceState};
 
 use super::model::Project;
 use crate::error::{ConnectorError, Result};
 
+/// The address of a project: the one function listings, direct reads and
+/// webhook re-reads build addresses with.
 pub fn address(cloud_id: &str, id: &str) -> Result<SpaceAddress> {
-    SpaceAddress::new(SpaceKind::JiraProject, cloud_id, id).map_err(|e| ConnectorError::Decode {
-        platform: Platform::Jira,
-        detail: format!("cannot address project {id:?} in {cloud_id:?}: {e}"),
+    SpaceAddress::checked(SpaceKind::JiraProject, cloud_id, id).map_err(|e| {
+        ConnectorError::Decode {
+            platform: Platform::Jira,
+            detail: format!("refusing project {id:?} of site {cloud_id:?}: {e}"),
+        }
     })
 }
 
@@ -29,12 +35,7 @@ fn push(aliases: &mut Vec<Alias>, kind: AliasKind, raw: &str) {
 /// One project. `site` is the web origin people browse
 /// (`https://acme.atlassian.net`), whatever API base the connection uses.
 pub fn project_record(p: &Project, cloud_id: &str, site: &str) -> Result<SpaceRecord> {
-    if p.id.is_empty() || !p.id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ConnectorError::Decode {
-            platform: Platform::Jira,
-            detail: format!("project id {:?} is not numeric", p.id),
-        });
-    }
+    let address = address(cloud_id, &p.id)?;
     let mut aliases = Vec::new();
     push(&mut aliases, AliasKind::Key, &p.key);
     for k in &p.project_keys {
@@ -47,7 +48,7 @@ pub fn project_record(p: &Project, cloud_id: &str, site: &str) -> Result<SpaceRe
         &format!("{}/browse/{}", site.trim_end_matches('/'), p.key),
     );
     Ok(SpaceRecord {
-        address: address(cloud_id, &p.id)?,
+        address,
         display_name: p.name.clone(),
         container: None,
         aliases,
@@ -93,5 +94,23 @@ mod tests {
                 .any(|a| a.kind == AliasKind::WebUrl && a.value == "acme.atlassian.net/browse/pay")
         );
         assert!(r.state.trashed);
+    }
+
+    #[test]
+    fn a_project_id_that_is_not_numeric_is_refused() {
+        for id in ["PAY", "", "0", "10000x"] {
+            let p: Project = serde_json::from_value(serde_json::json!({
+                "id": id, "key": "PAY", "name": "Payments"
+            }))
+            .unwrap();
+            let err = project_record(
+                &p,
+                "a436116f-02ce-4520-8fbb-7301462a1674",
+                "https://acme.atlassian.net",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("refusing project"), "{id:?}: {err}");
+        }
     }
 }

@@ -7,9 +7,8 @@
 //! pagination lets the remaining `startAt` windows run concurrently once the
 //! first page has given `total` — sized by the `maxResults` the server
 //! *returned* (Jira caps it below what was asked), never the one requested.
-//! If the total moves while the windows are read, an offset may have
-//! shifted under us: the listing is then reported incomplete, so nothing is
-//! marked missing on its evidence.
+//! The total is only a hint: the listing is read to Jira's own end marker
+//! and judged only then (see [`listing`]).
 
 pub mod client;
 mod listing;

@@ -52,7 +52,7 @@ async fn pages_after_the_first_overlap_but_never_exceed_max_concurrency() {
     let report = listed.result.as_ref().expect("listing");
     assert!(report.complete, "{:?}", report.failures);
     assert_eq!(report.figures.pages, 30);
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
     let stats = sim.stats();
     assert!(stats.max_in_flight <= 3, "{stats:?}");
     assert!(
@@ -87,7 +87,7 @@ async fn an_unchanged_listing_is_answered_from_the_cache_with_304s_and_no_writes
     assert_eq!(report.figures.not_modified, 5);
     assert_eq!(sim.stats().not_modified, 5);
     assert_eq!(cache.writes.load(Ordering::SeqCst), 5, "nothing rewritten");
-    assert_exactly_the_sims_repos(&second.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&second.records(), &sim, &sim.web_host());
 
     // One changed repository rewrites exactly its page.
     let renamed = sim.repos()[120].id;
@@ -98,5 +98,5 @@ async fn an_unchanged_listing_is_answered_from_the_cache_with_304s_and_no_writes
     assert!(report.complete);
     assert_eq!(report.figures.not_modified, 4);
     assert_eq!(cache.writes.load(Ordering::SeqCst), 6);
-    assert_exactly_the_sims_repos(&third.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&third.records(), &sim, &sim.web_host());
 }

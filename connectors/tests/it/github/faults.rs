@@ -35,7 +35,7 @@ async fn ten_percent_mixed_faults_still_give_exactly_the_sims_repos() {
     let listed = list(&connector(&sim, cfg)).await;
     let report = listed.result.as_ref().expect("listing");
     assert!(report.complete, "{:?}", report.failures);
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
 
     let stats = sim.stats();
     assert!(stats.faults_injected > 0, "the seed must inject faults");
@@ -113,7 +113,7 @@ async fn rate_budget_running_out_mid_listing_waits_for_the_reset() {
     let listed = list(&connector(&sim, cfg)).await;
     let report = listed.result.as_ref().expect("listing");
     assert!(report.complete, "{:?}", report.failures);
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
     let stats = sim.stats();
     assert_eq!(stats.over_budget, 0, "no request may hit an empty budget");
     // 11 requests, at most 5 per window (one kept in reserve): 2+ waits.

@@ -25,7 +25,7 @@ async fn thousand_repo_org_is_listed_completely_with_exact_aliases() {
     assert_eq!(org.len(), 1);
     assert_eq!(
         org[0].address.to_string(),
-        format!("space:github-org:github.com/{}", sim.org_id())
+        format!("space:github-org:{}/{}", sim.web_host(), sim.org_id())
     );
     assert_eq!(org[0].display_name, sim.org());
     assert!(org[0].container.is_none());
@@ -44,7 +44,7 @@ async fn thousand_repo_org_is_listed_completely_with_exact_aliases() {
             .all(|r| r.container.as_ref() == Some(&org[0].address))
     );
 
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
 
     let f = &report.figures;
     assert_eq!(f.pages, 10);
@@ -59,7 +59,7 @@ async fn ghes_base_url_with_api_v3_prefix_and_web_host() {
     let sim = sim(GithubSimConfig {
         repos: 150,
         path_prefix: "/api/v3".into(),
-        web_host: "ghe.example.com".into(),
+        web_host: Some("ghe.example.com".into()),
         ..GithubSimConfig::default()
     })
     .await;
@@ -71,6 +71,7 @@ async fn ghes_base_url_with_api_v3_prefix_and_web_host() {
             cmcp_domain::Token::new(super::TOKEN),
             fast_cfg(),
         )
+        .and_then(|c| c.with_web_host(Some("ghe.example.com")))
         .unwrap();
         let listed = list(&c).await;
         let report = listed.result.as_ref().expect("listing");
@@ -103,7 +104,7 @@ async fn small_pages_are_all_read_from_the_last_link() {
     let mut sizes: Vec<usize> = listed.batches.iter().map(Vec::len).collect();
     sizes.sort_unstable();
     assert_eq!(sizes, [1, 5, 10, 10, 10, 10, 10, 10, 10, 10, 10]);
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
 }
 
 #[tokio::test]
@@ -136,5 +137,5 @@ async fn archived_and_private_state_is_reported() {
     assert!(rec.state.archived);
     assert_eq!(rec.state.visibility, Some(cmcp_domain::Visibility::Private));
     // Both flags are varied by the simulator's seed, and must all match.
-    assert_exactly_the_sims_repos(&listed.records(), &sim, "github.com");
+    assert_exactly_the_sims_repos(&listed.records(), &sim, &sim.web_host());
 }

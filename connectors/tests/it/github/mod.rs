@@ -25,8 +25,11 @@ pub async fn sim(cfg: GithubSimConfig) -> GithubSim {
     .expect("start simulated GitHub")
 }
 
+/// A connector configured as an operator would: for a simulated GHES whose
+/// web host differs from its API host, with that web host.
 pub fn connector(sim: &GithubSim, cfg: HttpConfig) -> GithubConnector {
     GithubConnector::new(&sim.base_url(), &sim.org(), Token::new(TOKEN), cfg)
+        .and_then(|c| c.with_web_host(Some(&sim.web_host())))
         .expect("build connector")
 }
 

@@ -20,9 +20,9 @@ async fn read_finds_a_repo_and_reports_gone_after_delete() {
     .await;
     let c = connector(&sim, fast_cfg());
     let snap = sim.repos()[3].clone();
-    let address = repo_address("github.com", snap.id);
+    let address = repo_address(&sim.web_host(), snap.id);
     match c.read(&address).await.unwrap() {
-        ReadOutcome::Found(r) => assert_same(&r, &expected(&snap, "github.com")),
+        ReadOutcome::Found(r) => assert_same(&r, &expected(&snap, &sim.web_host())),
         ReadOutcome::Gone => panic!("gone"),
     }
     sim.delete_repo(snap.id);
@@ -39,10 +39,10 @@ async fn rename_keeps_space_id() {
     let c = connector(&sim, fast_cfg());
     let id = sim.repos()[0].id;
     sim.rename_repo(id, "brand-new-name");
-    let ReadOutcome::Found(r) = c.read(&repo_address("github.com", id)).await.unwrap() else {
+    let ReadOutcome::Found(r) = c.read(&repo_address(&sim.web_host(), id)).await.unwrap() else {
         panic!("gone")
     };
-    assert_eq!(r.address, repo_address("github.com", id));
+    assert_eq!(r.address, repo_address(&sim.web_host(), id));
     assert!(
         r.aliases
             .iter()
@@ -55,7 +55,7 @@ async fn ghes_reads_use_the_web_host_tenant() {
     let sim = sim(GithubSimConfig {
         repos: 2,
         path_prefix: "/api/v3".into(),
-        web_host: "ghe.example.com".into(),
+        web_host: Some("ghe.example.com".into()),
         ..GithubSimConfig::default()
     })
     .await;
@@ -84,11 +84,11 @@ async fn addresses_of_another_host_or_kind_are_refused() {
         repo_address("ghe.other.example", id),
         SpaceAddress::new(
             SpaceKind::GithubOrg,
-            "github.com",
+            &sim.web_host(),
             &sim.org_id().to_string(),
         )
         .unwrap(),
-        SpaceAddress::new(SpaceKind::GithubRepo, "github.com", "not-a-number").unwrap(),
+        SpaceAddress::new(SpaceKind::GithubRepo, &sim.web_host(), "not-a-number").unwrap(),
     ] {
         let e = c.read(&address).await.unwrap_err();
         assert!(

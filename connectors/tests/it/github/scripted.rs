@@ -11,8 +11,8 @@ use super::TOKEN;
 use crate::support::{Answer, Scripted, fast_cfg, list};
 
 const ORG: &str =
-    r#"{"login":"acme","id":5,"node_id":"O_kgDOAAAABQ","html_url":"https://github.com/acme"}"#;
-const REPOS: &str = r#"[{"id":42,"name":"x","full_name":"acme/x","owner":{"login":"acme","id":5},"html_url":"https://github.com/acme/x","private":false}]"#;
+    r#"{"login":"acme","id":5,"node_id":"O_kgDOAAAABQ","html_url":"https://127.0.0.1/acme"}"#;
+const REPOS: &str = r#"[{"id":42,"name":"x","full_name":"acme/x","owner":{"login":"acme","id":5},"html_url":"https://127.0.0.1/acme/x","private":false}]"#;
 
 fn connector(server: &Scripted, cfg: HttpConfig) -> GithubConnector {
     GithubConnector::new(&server.base_url, "acme", Token::new(TOKEN), cfg).unwrap()
@@ -148,7 +148,7 @@ async fn an_undecodable_200_is_retried() {
     assert_eq!(listed.records().len(), 2);
     assert_eq!(
         listed.records()[1].address.to_string(),
-        "space:github-repo:github.com/42"
+        "space:github-repo:127.0.0.1/42"
     );
 }
 
