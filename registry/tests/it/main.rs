@@ -1,17 +1,23 @@
 //! The store's conformance suite: every behaviour is written once and run
 //! against SQLite and PostgreSQL by `conformance!`.
 
+mod sightings;
 mod suite;
+mod upgrade;
 
-/// Expand each named behaviour into a SQLite test and a PostgreSQL test.
+/// Expand each named behaviour into a SQLite test and a PostgreSQL test;
+/// `module => a, b` names behaviours of another module than `suite`.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
+        conformance!(suite => $($name),*);
+    };
+    ($module:ident => $($name:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let db = cmcp_registry::testing::TestDb::sqlite().await;
-                    crate::suite::$name(&db).await;
+                    crate::$module::$name(&db).await;
                 }
             )*
         }
@@ -20,7 +26,7 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let Some(db) = cmcp_registry::testing::TestDb::postgres().await else { return };
-                    crate::suite::$name(&db).await;
+                    crate::$module::$name(&db).await;
                 }
             )*
         }
@@ -45,3 +51,17 @@ conformance!(
     tombstone_keeps_aliases,
     resolve_by_address_and_unknown_input,
 );
+
+mod sighting_cases {
+    conformance!(
+        sightings =>
+        two_company_connections_share_spaces,
+        person_reading_company_space_records_only_a_sighting,
+        person_never_writes_another_persons_space,
+        company_takes_over_a_private_space_and_records_it,
+        tombstone_only_on_authority,
+        private_owner_may_tombstone_her_space,
+        unchanged_resighting_writes_nothing,
+        access_lost_sighting_keeps_no_space_alive,
+    );
+}

@@ -7,15 +7,16 @@ use cmcp_domain::{
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{
     Cipher, LeaseAttempt, NewAuditEntry, NewConnection, RegistryError, SpaceFilter, Store,
+    TombstoneOutcome,
 };
 
 const TOKEN: &str = "ghp_conformanceSECRET0123456789";
 
-fn cipher() -> Cipher {
+pub(crate) fn cipher() -> Cipher {
     Cipher::from_key_bytes(&[9u8; 32]).unwrap()
 }
 
-async fn add_connection(store: &Store, id: &str, owner: Owner) {
+pub(crate) async fn add_connection(store: &Store, id: &str, owner: Owner) {
     store
         .create_connection(
             &cipher(),
@@ -36,11 +37,11 @@ async fn add_connection(store: &Store, id: &str, owner: Owner) {
         .unwrap();
 }
 
-fn org() -> SpaceAddress {
+pub(crate) fn org() -> SpaceAddress {
     SpaceAddress::new(SpaceKind::GithubOrg, "github.com", "9000001").unwrap()
 }
 
-fn repo(id: u64, owner: &str, name: &str) -> SpaceRecord {
+pub(crate) fn repo(id: u64, owner: &str, name: &str) -> SpaceRecord {
     let full = format!("{owner}/{name}");
     SpaceRecord {
         address: SpaceAddress::new(SpaceKind::GithubRepo, "github.com", &id.to_string()).unwrap(),
@@ -68,7 +69,7 @@ fn repo(id: u64, owner: &str, name: &str) -> SpaceRecord {
     }
 }
 
-fn addr(id: u64) -> SpaceAddress {
+pub(crate) fn addr(id: u64) -> SpaceAddress {
     SpaceAddress::new(SpaceKind::GithubRepo, "github.com", &id.to_string()).unwrap()
 }
 
@@ -517,8 +518,14 @@ pub async fn tombstone_keeps_aliases(db: &TestDb) {
         .apply_page("c", &Owner::Company, &[repo(3, "acme", "gone")])
         .await
         .unwrap();
-    assert!(db.store.tombstone(&addr(3)).await.unwrap());
-    assert!(!db.store.tombstone(&addr(3)).await.unwrap());
+    assert_eq!(
+        db.store.tombstone("c", &addr(3), true).await.unwrap(),
+        TombstoneOutcome::Tombstoned
+    );
+    assert_eq!(
+        db.store.tombstone("c", &addr(3), true).await.unwrap(),
+        TombstoneOutcome::AlreadyTombstoned
+    );
     let found = db.store.resolve("acme/gone").await.unwrap();
     assert_eq!(found[0].space.status, SpaceStatus::Tombstoned);
 }
