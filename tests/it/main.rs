@@ -35,6 +35,7 @@ mod cheap_resync;
 mod drive;
 mod drive_channels;
 mod lease;
+mod ownership;
 mod retry_intent;
 mod shared_budget;
 mod signed_hooks;

@@ -169,8 +169,9 @@ async fn apply(
                         ));
                     }
                     cmcp_connectors::ReadOutcome::Gone => {
-                        let changed = ctx.store.tombstone(&address).await?;
-                        done.push(format!("{address}: gone (tombstoned: {changed})"));
+                        let outcome =
+                            crate::gone::confirm_gone(&ctx.store, &*c, &conn.id, &address).await?;
+                        done.push(format!("{address}: gone ({outcome:?})"));
                     }
                 }
             }
