@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, RunOutcome, SpaceStatus, Token};
+use cmcp_domain::{ConnectionSpec, Owner, Platform, RunOutcome, SpaceKind, SpaceStatus, Token};
 use cmcp_fixtures::{Faults, GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{AliasRow, DeliveryStatus, NewConnection, SightingState, SpaceRow, Store};
@@ -373,8 +373,68 @@ pub async fn two_company_connections_share_an_org(db: TestDb) {
     );
 }
 
+pub async fn company_404_tombstones_only_while_the_org_still_reads(db: TestDb) {
+    // Web host = API host, so a re-read needs no org read to learn the
+    // tenant (which would fail once the org is lost).
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 6,
+            web_host: "127.0.0.1".into(),
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    let space = |id: u64| {
+        cmcp_domain::SpaceAddress::new(SpaceKind::GithubRepo, "127.0.0.1", &id.to_string()).unwrap()
+    };
+    let sighting = |id: u64| {
+        let store = h.store().clone();
+        async move {
+            store
+                .sighting(CONNECTION, &space(id))
+                .await
+                .unwrap()
+                .map(|s| s.state)
+        }
+    };
+    assert_eq!(sync(&h, CONNECTION).await, RunOutcome::Complete);
+    let ids: Vec<u64> = h.sim.repos().iter().map(|r| r.id).collect();
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let worker = start_worker(h.store(), &h.ctx);
+    hook_to(&h, &base, CONNECTION).await;
+
+    // Made private out of the token's sight: lost access, never deleted.
+    h.sim.hide_repo_from(cmcp_tests::TOKEN, ids[0]);
+    h.sim.set_private(ids[0], true);
+    processed(h.store(), CONNECTION, 1).await;
+    let status = |id: u64| {
+        let store = h.store().clone();
+        async move { store.get_space(&space(id)).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status(ids[0]).await, SpaceStatus::Active);
+    assert_eq!(sighting(ids[0]).await, Some(SightingState::AccessLost));
+
+    // Deleted while the token still reads the org: gone.
+    h.sim.delete_repo(ids[1]);
+    processed(h.store(), CONNECTION, 2).await;
+    assert_eq!(status(ids[1]).await, SpaceStatus::Tombstoned);
+
+    // The token loses the org: a 404 then says nothing about the repo.
+    h.sim.revoke_org(cmcp_tests::TOKEN);
+    h.sim.delete_repo(ids[2]);
+    processed(h.store(), CONNECTION, 3).await;
+    assert_eq!(status(ids[2]).await, SpaceStatus::Active);
+    assert_eq!(sighting(ids[2]).await, Some(SightingState::AccessLost));
+    worker.stop().await;
+    gateway.abort();
+}
+
 both_backends!(
     person_webhook_and_sync_leave_company_space_unchanged,
     person_listing_before_company_sync_is_taken_over,
     two_company_connections_share_an_org,
+    company_404_tombstones_only_while_the_org_still_reads,
 );

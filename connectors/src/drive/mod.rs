@@ -307,7 +307,7 @@ impl Connector for DriveConnector {
         }
         let answer = self
             .client
-            .get_json::<DriveList>(&url, &Counters::default())
+            .get_json::<model::DriveList>(&url, &Counters::default())
             .instrument(tracing::debug_span!("drive_container", domain = %self.domain))
             .await;
         crate::readable(answer)
