@@ -182,7 +182,15 @@ async fn incremental_under_lease(
             report.feeds += 1;
             report.changes += batch.read;
             report.skipped += batch.skipped;
-            apply_entries(ctx, &connection, &*connector, feed, batch.entries, &mut report).await?;
+            apply_entries(
+                ctx,
+                &connection,
+                &*connector,
+                feed,
+                batch.entries,
+                &mut report,
+            )
+            .await?;
             // Another holder may be reading the same feed: moving the
             // position now could skip what it has not applied yet.
             if lease.is_lost() {
