@@ -305,11 +305,12 @@ impl Connector for DriveConnector {
             url.query_pairs_mut()
                 .append_pair("useDomainAdminAccess", "true");
         }
-        let answer = self
-            .client
-            .get_json::<model::DriveList>(&url, &Counters::default())
-            .instrument(tracing::debug_span!("drive_container", domain = %self.domain))
-            .await;
+        let answer = tracing::Instrument::instrument(
+            self.client
+                .get_json::<model::DriveList>(&url, &Counters::default()),
+            tracing::debug_span!("drive_container", domain = %self.domain),
+        )
+        .await;
         crate::readable(answer)
     }
 
