@@ -5,7 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, RunOutcome, SpaceKind, SpaceStatus, Token};
+use cmcp_domain::{
+    ConnectionSpec, Owner, Platform, RunOutcome, RunTrigger, SpaceKind, SpaceStatus, Token,
+};
 use cmcp_fixtures::{Faults, GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{AliasRow, DeliveryStatus, NewConnection, SightingState, SpaceRow, Store};
@@ -81,7 +83,9 @@ async fn connect(h: &Harness, id: &str, token: &str, owner: Owner) {
 
 /// Sync `connection` and return how its run ended.
 async fn sync(h: &Harness, connection: &str) -> RunOutcome {
-    run_sync(&h.ctx, connection, "test").await.expect("sync");
+    run_sync(&h.ctx, connection, RunTrigger::Test)
+        .await
+        .expect("sync");
     let runs = h.store().list_runs(Some(connection), 1).await.unwrap();
     runs[0].outcome
 }
