@@ -107,6 +107,31 @@ pub trait Connector: Send + Sync {
     fn push_channels(&self) -> Option<&dyn PushChannels> {
         None
     }
+
+    /// Whether this credential still reads the container of its spaces
+    /// (the GitHub org, the Bitbucket workspace, the Jira site's projects,
+    /// the Workspace domain's shared drives). A `Gone` from [`read`] says
+    /// the space is gone only while this holds: GitHub, for one, answers
+    /// 404 for a repository the credential cannot see. `Ok(false)` when the
+    /// platform answers 401, 403, 404 or 410; other failures are errors.
+    ///
+    /// [`read`]: Connector::read
+    async fn container_readable(&self) -> Result<bool>;
+}
+
+/// A container probe's answer: readable on success, not readable when the
+/// platform refuses the credential or does not know the container.
+pub(crate) fn readable<T>(answer: std::result::Result<T, common::http::Exhausted>) -> Result<bool> {
+    match answer {
+        Ok(_) => Ok(true),
+        Err(common::http::Exhausted { error, .. }) => match error {
+            ConnectorError::Unauthorized { .. }
+            | ConnectorError::PermissionDenied { .. }
+            | ConnectorError::NotFound { .. }
+            | ConnectorError::Http { status: 410, .. } => Ok(false),
+            other => Err(other),
+        },
+    }
 }
 
 /// The answer to a direct read by stable id.

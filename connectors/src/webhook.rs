@@ -116,6 +116,10 @@ pub enum Plan {
     /// Something changed that only the connector's change feed can say:
     /// read it from its stored positions.
     ChangeFeed,
+    /// The connection may have lost sight of these (a repository made
+    /// private, removed from an installation): re-read them by id, and take
+    /// a Gone as lost access, never as a deletion.
+    Recheck(Vec<(SpaceKind, String)>),
     /// Acknowledged, nothing to do.
     Nothing(&'static str),
 }

@@ -20,4 +20,5 @@ pub use store::{
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
+pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
 pub use store::{DriveChannelRow, NewDriveChannel};

@@ -88,13 +88,25 @@ pub fn postgres_admin_url() -> Option<String> {
 
 impl TestDb {
     pub async fn sqlite() -> TestDb {
+        Self::sqlite_at(None).await
+    }
+
+    /// A SQLite store migrated only up to `version`, for upgrade tests.
+    pub async fn sqlite_migrated_to(version: i64) -> TestDb {
+        Self::sqlite_at(Some(version)).await
+    }
+
+    async fn sqlite_at(version: Option<i64>) -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("registry.db");
         let url = format!("sqlite://{}", path.display());
         let store = Store::connect(&url, &StoreOptions::default())
             .await
             .expect("open sqlite");
-        store.migrate().await.expect("migrate sqlite");
+        match version {
+            None => store.migrate().await.expect("migrate sqlite"),
+            Some(v) => store.migrate_to(v).await.expect("migrate sqlite"),
+        }
         TestDb {
             store,
             url,
@@ -106,6 +118,15 @@ impl TestDb {
     /// `None` (with a note on stderr) when no PostgreSQL is configured and
     /// this is not CI. Panics when one is configured but unreachable.
     pub async fn postgres() -> Option<TestDb> {
+        Self::postgres_at(None).await
+    }
+
+    /// A PostgreSQL store migrated only up to `version`, for upgrade tests.
+    pub async fn postgres_migrated_to(version: i64) -> Option<TestDb> {
+        Self::postgres_at(Some(version)).await
+    }
+
+    async fn postgres_at(version: Option<i64>) -> Option<TestDb> {
         let Some(admin_url) = postgres_admin_url() else {
             eprintln!(
                 "note: PostgreSQL half skipped: set {POSTGRES_URL_ENV} (CI=true uses {CI_DEFAULT_POSTGRES_URL})"
@@ -131,7 +152,10 @@ impl TestDb {
         )
         .await
         .expect("open test database");
-        store.migrate().await.expect("migrate postgres");
+        match version {
+            None => store.migrate().await.expect("migrate postgres"),
+            Some(v) => store.migrate_to(v).await.expect("migrate postgres"),
+        }
         Some(TestDb {
             store,
             url,

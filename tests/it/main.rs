@@ -15,6 +15,7 @@ mod drive_channels;
 mod ghes;
 mod lease;
 mod listing_integrity;
+mod ownership;
 mod retry_intent;
 mod shared_budget;
 mod signed_hooks;

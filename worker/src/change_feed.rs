@@ -29,7 +29,7 @@ use cmcp_connectors::feed::{ChangeFeed, FeedEntry, FeedPosition};
 use cmcp_domain::{
     AliasKind, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord, SpaceStatus,
 };
-use cmcp_registry::{ConnectionRow, SpaceFilter};
+use cmcp_registry::{ConnectionRow, SpaceFilter, TombstoneOutcome};
 use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
@@ -182,7 +182,15 @@ async fn incremental_under_lease(
             report.feeds += 1;
             report.changes += batch.read;
             report.skipped += batch.skipped;
-            apply_entries(ctx, &connection, feed, batch.entries, &mut report).await?;
+            apply_entries(
+                ctx,
+                &connection,
+                &*connector,
+                feed,
+                batch.entries,
+                &mut report,
+            )
+            .await?;
             // Another holder may be reading the same feed: moving the
             // position now could skip what it has not applied yet.
             if lease.is_lost() {
@@ -255,6 +263,7 @@ fn path_of(record: &SpaceRecord) -> Option<String> {
 async fn apply_entries(
     ctx: &SyncContext,
     connection: &ConnectionRow,
+    connector: &dyn Connector,
     feed: &dyn ChangeFeed,
     entries: Vec<FeedEntry>,
     report: &mut IncrementalReport,
@@ -263,7 +272,10 @@ async fn apply_entries(
     for entry in entries {
         match entry {
             FeedEntry::Gone(address) => {
-                if ctx.store.tombstone(&address).await? {
+                if crate::gone::confirm_gone(&ctx.store, connector, &connection.id, &address)
+                    .await?
+                    == TombstoneOutcome::Tombstoned
+                {
                     report.tombstoned += 1;
                 } else {
                     report.skipped += 1;
@@ -293,7 +305,7 @@ async fn apply_entries(
         }
     }
     if !moved.is_empty() {
-        refresh_descendants(ctx, connection, feed, &moved, report).await?;
+        refresh_descendants(ctx, connection, connector, feed, &moved, report).await?;
     }
     Ok(())
 }
@@ -303,6 +315,7 @@ async fn apply_entries(
 async fn refresh_descendants(
     ctx: &SyncContext,
     connection: &ConnectionRow,
+    connector: &dyn Connector,
     feed: &dyn ChangeFeed,
     roots: &[SpaceAddress],
     report: &mut IncrementalReport,
@@ -333,7 +346,10 @@ async fn refresh_descendants(
                     apply(ctx, connection, &[record], report).await?;
                 }
                 FeedEntry::Gone(_) => {
-                    if ctx.store.tombstone(&child).await? {
+                    if crate::gone::confirm_gone(&ctx.store, connector, &connection.id, &child)
+                        .await?
+                        == TombstoneOutcome::Tombstoned
+                    {
                         report.tombstoned += 1;
                     }
                 }

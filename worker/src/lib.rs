@@ -6,6 +6,7 @@ pub mod budget;
 pub mod change_feed;
 pub mod enqueue;
 pub mod error;
+pub mod gone;
 pub mod jobs;
 pub mod lease;
 pub mod push_channels;

@@ -170,6 +170,18 @@ impl Connector for BitbucketConnector {
         self.list_inner(sink, counters).await
     }
 
+    /// `GET /2.0/workspaces/{workspace}` with this credential.
+    async fn container_readable(&self) -> Result<bool> {
+        let url = self.client.endpoint(&["workspaces", &self.workspace]);
+        let answer = self
+            .client
+            .http()
+            .get_json::<model::Workspace>(&url, &Counters::default())
+            .instrument(tracing::debug_span!("bitbucket_container", workspace = %self.workspace))
+            .await;
+        crate::readable(answer)
+    }
+
     /// Repositories: `GET /2.0/repositories/{workspace}/{uuid}` (braces
     /// percent-encoded); the workspace: `GET /2.0/workspaces/{uuid}`;
     /// projects: found by uuid in the project listing. 404 is `Gone`.

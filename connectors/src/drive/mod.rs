@@ -296,6 +296,24 @@ impl Connector for DriveConnector {
         self.list_inner(sink, counters).await
     }
 
+    /// `drives.list` (one drive) as the connection's subject: the domain's
+    /// shared drives are still readable.
+    async fn container_readable(&self) -> Result<bool> {
+        let mut url = self.drive_v3(&["drives"]);
+        url.query_pairs_mut().append_pair("pageSize", "1");
+        if self.settings.domain_admin_access {
+            url.query_pairs_mut()
+                .append_pair("useDomainAdminAccess", "true");
+        }
+        let answer = tracing::Instrument::instrument(
+            self.client
+                .get_json::<model::DriveList>(&url, &Counters::default()),
+            tracing::debug_span!("drive_container", domain = %self.domain),
+        )
+        .await;
+        crate::readable(answer)
+    }
+
     /// `drives.get` for a shared drive, `files.get` (plus its parents, for
     /// the path) for a folder. `Gone` on 404: for a folder that means
     /// deleted or no longer visible to the impersonated admin.

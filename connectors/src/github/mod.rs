@@ -202,6 +202,18 @@ impl Connector for GithubConnector {
         self.list_inner(sink, counters).await
     }
 
+    /// `GET /orgs/{org}` with this credential.
+    async fn container_readable(&self) -> Result<bool> {
+        let url = self.client.endpoint(&["orgs", &self.org]);
+        let answer = self
+            .client
+            .http()
+            .get_json::<model::Org>(&url, &Counters::default())
+            .instrument(tracing::debug_span!("github_container", org = %self.org))
+            .await;
+        crate::readable(answer)
+    }
+
     /// `GET /repositories/{id}`: the rename- and transfer-proof address.
     /// 404 and 410 are `Gone` — note GitHub also answers 404 for a private
     /// repository the credential cannot see, so a caller should only

@@ -143,10 +143,18 @@ impl GithubEvent {
 
     pub fn plan(&self) -> Plan {
         match self {
+            // Made private: this credential may no longer see it, which
+            // says nothing about whether it exists.
+            GithubEvent::Repository {
+                repo,
+                action: RepoAction::Privatized,
+            } => Plan::Recheck(vec![(SpaceKind::GithubRepo, repo.id.clone())]),
             GithubEvent::Repository { repo, .. } => {
                 Plan::Refresh(vec![(SpaceKind::GithubRepo, repo.id.clone())])
             }
-            GithubEvent::InstallationRepositories { added, removed, .. } => Plan::Refresh(
+            // The App gained or lost access; no repository was created or
+            // deleted by it.
+            GithubEvent::InstallationRepositories { added, removed, .. } => Plan::Recheck(
                 added
                     .iter()
                     .chain(removed)
@@ -403,6 +411,24 @@ mod tests {
                 Plan::Refresh(vec![(SpaceKind::GithubRepo, "42".into())])
             );
         }
+    }
+
+    #[test]
+    fn access_changes_are_rechecked_never_deleted() {
+        assert_eq!(
+            repo_event(RepoAction::Privatized).plan(),
+            Plan::Recheck(vec![(SpaceKind::GithubRepo, "42".into())])
+        );
+        let removed = HookEvent::Github(GithubEvent::InstallationRepositories {
+            action: RepoMembership::Removed,
+            installation_id: Some("9".into()),
+            added: vec![],
+            removed: vec!["42".into()],
+        });
+        assert_eq!(
+            removed.plan(),
+            Plan::Recheck(vec![(SpaceKind::GithubRepo, "42".into())])
+        );
     }
 
     #[test]

@@ -125,6 +125,21 @@ impl Connector for JiraConnector {
         self.list_inner(sink, counters).await
     }
 
+    /// `GET /rest/api/3/project/search?maxResults=1` with this credential.
+    async fn container_readable(&self) -> Result<bool> {
+        let mut url = self
+            .client
+            .endpoint(&["rest", "api", "3", "project", "search"]);
+        url.query_pairs_mut().append_pair("maxResults", "1");
+        let answer = self
+            .client
+            .http()
+            .get_json::<serde_json::Value>(&url, &Counters::default())
+            .instrument(tracing::debug_span!("jira_container", site = %self.site))
+            .await;
+        crate::readable(answer)
+    }
+
     /// `GET /rest/api/3/project/{id}?expand=projectKeys`; 404 is `Gone`.
     async fn read(&self, address: &SpaceAddress) -> Result<ReadOutcome> {
         let unsupported = |why: String| ConnectorError::UnsupportedAddress {

@@ -27,6 +27,7 @@ mod keys;
 mod places;
 mod proposals;
 mod runs;
+mod sightings;
 mod spaces;
 mod stored_delivery;
 mod webhooks;
@@ -47,6 +48,10 @@ pub use proposals::{
     ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
 };
 pub use runs::SyncRunRow;
+pub use sightings::{
+    Denial, OwnerChangeRow, SIGHTING_REFRESH_MS, SightingRow, SightingState, TombstoneOutcome,
+    may_write,
+};
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
 pub use webhooks::{
@@ -185,6 +190,24 @@ impl Store {
                 let mut m = sqlx::migrate!("../migrations/postgres");
                 m.dangerous_set_table_name(MIGRATIONS_TABLE);
                 m.run(pool).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply the registry's migrations up to and including `version`: an
+    /// older schema, for upgrade tests.
+    pub async fn migrate_to(&self, version: i64) -> Result<()> {
+        match self {
+            Store::Sqlite(pool) => {
+                let mut m = sqlx::migrate!("../migrations/sqlite");
+                m.dangerous_set_table_name(MIGRATIONS_TABLE);
+                m.run_to(version, pool).await?;
+            }
+            Store::Postgres(pool) => {
+                let mut m = sqlx::migrate!("../migrations/postgres");
+                m.dangerous_set_table_name(MIGRATIONS_TABLE);
+                m.run_to(version, pool).await?;
             }
         }
         Ok(())

@@ -1,17 +1,21 @@
-//! Spaces and their aliases: upsert by stable id, alias history, missing
-//! marking and resolution of any fingerprint to a space.
+//! Spaces and their aliases: upsert by stable id under the owner-side
+//! rules of [`super::sightings`], alias history and resolution of any
+//! fingerprint to a space.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cmcp_domain::{Alias, AliasKind, Owner, SpaceAddress, SpaceRecord, SpaceStatus, Visibility};
 use serde::Serialize;
 
+use super::sightings::{SIGHTING_REFRESH_MS, may_write, upsert_seen_sql};
 use super::{Store, in_tx, now_ms, on_pool, placeholders};
 use crate::error::{RegistryError, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpaceRow {
     pub address: SpaceAddress,
+    /// The connection whose reading registered the space. Which
+    /// connections see it now is in [`Store::sightings`].
     pub connection_id: String,
     pub owner: Owner,
     pub display_name: String,
@@ -59,12 +63,16 @@ pub struct PageStats {
     pub updated: u64,
     pub renamed: u64,
     pub unchanged: u64,
-    /// Records a person's connection saw that belong to someone else.
+    /// Records a person's connection saw that belong to someone else:
+    /// only the sighting was recorded.
     pub skipped_foreign: u64,
+    /// Private spaces that became company-owned.
+    pub taken_over: u64,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct SpaceFilter {
+    /// Spaces this connection has a sighting of (in any state).
     pub connection_id: Option<String>,
     pub status: Option<SpaceStatus>,
     pub limit: i64,
@@ -167,6 +175,8 @@ enum Plan<'a> {
         retire: Vec<i64>,
         add: Vec<&'a Alias>,
         renamed: bool,
+        /// The private owner a company connection takes the space from.
+        taken_from: Option<Owner>,
     },
     Unchanged,
     Foreign,
@@ -177,15 +187,19 @@ fn plan<'a>(
     existing: Option<&SpaceRow>,
     active: &[AliasRow],
     owner: &Owner,
-    connection_id: &str,
 ) -> Plan<'a> {
     let Some(ex) = existing else {
         return Plan::Create(record);
     };
-    // A person's token only ever writes that person's spaces.
-    if matches!(owner, Owner::Person(_)) && &ex.owner != owner {
+    // A person's token only ever writes that person's spaces; of any other
+    // it records its sighting and nothing else.
+    if !may_write(owner, &ex.owner) {
         return Plan::Foreign;
     }
+    let taken_from = match (owner, &ex.owner) {
+        (Owner::Company, Owner::Person(_)) => Some(ex.owner.clone()),
+        _ => None,
+    };
     let wanted: BTreeMap<(AliasKind, &str), &Alias> = record
         .aliases
         .iter()
@@ -208,8 +222,7 @@ fn plan<'a>(
         || ex.trashed != record.state.trashed
         || ex.visibility != record.state.visibility
         || ex.status != SpaceStatus::Active
-        || ex.connection_id != connection_id
-        || &ex.owner != owner;
+        || taken_from.is_some();
     if !fields_changed && retire.is_empty() && add.is_empty() {
         return Plan::Unchanged;
     }
@@ -221,14 +234,21 @@ fn plan<'a>(
         retire: retire.iter().map(|a| a.id).collect(),
         add,
         renamed,
+        taken_from,
     }
 }
 
 impl Store {
-    /// Upsert one page of records read by `connection_id`, keyed on stable id,
-    /// in one transaction. Renames and transfers retire the old aliases and
-    /// add the new ones; the address never changes. Writes nothing for a
-    /// record that is unchanged.
+    /// Upsert one page of records read by `connection_id` (owned by
+    /// `owner`), keyed on stable id, in one transaction. Every record
+    /// records the connection's sighting. A new space is registered with the
+    /// connection's owner side; an existing one is written only when the
+    /// connection may write it (a company connection, or the private
+    /// owner's): a person's connection never changes a company space or
+    /// another person's. A company connection seeing a private space makes
+    /// it company-owned and records the change. Renames and transfers
+    /// retire the old aliases and add the new ones; the address never
+    /// changes. Writes nothing for a record that is unchanged.
     pub async fn apply_page(
         &self,
         connection_id: &str,
@@ -304,22 +324,36 @@ impl Store {
             for record in by_address.values() {
                 let none: Vec<AliasRow> = Vec::new();
                 let have = active.get(&record.address).unwrap_or(&none);
-                match plan(record, existing.get(&record.address), have, owner, connection_id) {
+                match plan(record, existing.get(&record.address), have, owner) {
                     Plan::Create(r) => {
                         stats.created += 1;
                         creates.push(r);
                         new_aliases.extend(r.aliases.iter().map(|a| (&r.address, a)));
                     }
-                    Plan::Change { record: r, retire, add, renamed } => {
+                    Plan::Change { record: r, retire, add, renamed, taken_from } => {
                         if renamed { stats.renamed += 1 } else { stats.updated += 1 }
                         retire_ids.extend(retire);
                         new_aliases.extend(add.into_iter().map(|a| (&r.address, a)));
+                        if let Some(from) = taken_from {
+                            stats.taken_over += 1;
+                            let person = match &from { Owner::Person(p) => Some(p.clone()), Owner::Company => None };
+                            sqlx::query(
+                                "INSERT INTO owner_changes (space_address, from_owner, to_owner, person, connection_id, at) \
+                                 VALUES ($1, $2, $3, $4, $5, $6)",
+                            )
+                            .bind(r.address.to_string())
+                            .bind(from.as_db())
+                            .bind(&owner_db)
+                            .bind(person)
+                            .bind(connection_id)
+                            .bind(now)
+                            .execute(&mut *tx).await?;
+                        }
                         sqlx::query(
-                            "UPDATE spaces SET connection_id = $1, owner = $2, display_name = $3, container = $4, \
-                             status = 'active', archived = $5, trashed = $6, visibility = $7, last_changed_at = $8, \
-                             missing_since = NULL, tombstoned_at = NULL WHERE address = $9",
+                            "UPDATE spaces SET owner = $1, display_name = $2, container = $3, \
+                             status = 'active', archived = $4, trashed = $5, visibility = $6, last_changed_at = $7, \
+                             missing_since = NULL, tombstoned_at = NULL WHERE address = $8",
                         )
-                        .bind(connection_id)
                         .bind(&owner_db)
                         .bind(&r.display_name)
                         .bind(r.container.as_ref().map(|c| c.to_string()))
@@ -377,62 +411,19 @@ impl Store {
                 }
                 q.execute(&mut *tx).await?;
             }
-        });
-        Ok(stats)
-    }
-
-    /// After a complete listing: every active space of the connection that
-    /// the listing did not contain becomes `missing` (never deleted: the
-    /// token may simply see less than before). Returns how many changed.
-    pub async fn mark_missing(
-        &self,
-        connection_id: &str,
-        seen: &HashSet<SpaceAddress>,
-    ) -> Result<u64> {
-        let active: Vec<(String,)> = on_pool!(self, pool => {
-            sqlx::query_as("SELECT address FROM spaces WHERE connection_id = $1 AND status = 'active'")
-                .bind(connection_id).fetch_all(pool).await?
-        });
-        let unseen: Vec<String> = active
-            .into_iter()
-            .map(|(a,)| a)
-            .filter(|a| {
-                a.parse::<SpaceAddress>()
-                    .map(|p| !seen.contains(&p))
-                    .unwrap_or(false)
-            })
-            .collect();
-        if unseen.is_empty() {
-            return Ok(0);
-        }
-        let now = now_ms();
-        let mut changed = 0;
-        in_tx!(self, tx => {
-            for chunk in unseen.chunks(CHUNK * 4) {
-                let sql = format!(
-                    "UPDATE spaces SET status = 'missing', missing_since = $1, last_changed_at = $1 \
-                     WHERE status = 'active' AND connection_id = $2 AND address IN ({})",
-                    placeholders(3, chunk.len())
-                );
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(connection_id);
+            // Whatever else happened, this connection saw every record.
+            for chunk in addresses.chunks(CHUNK * 4) {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(upsert_seen_sql(chunk.len())))
+                    .bind(now)
+                    .bind(now - SIGHTING_REFRESH_MS)
+                    .bind(connection_id);
                 for a in chunk {
                     q = q.bind(a);
                 }
-                changed += q.execute(&mut *tx).await?.rows_affected();
+                q.execute(&mut *tx).await?;
             }
         });
-        Ok(changed)
-    }
-
-    /// The platform confirmed the space is gone (a direct read answered
-    /// 404/410). Its aliases stay, so old links still explain what it was.
-    pub async fn tombstone(&self, address: &SpaceAddress) -> Result<bool> {
-        let now = now_ms();
-        let n = on_pool!(self, pool => {
-            sqlx::query("UPDATE spaces SET status = 'tombstoned', tombstoned_at = $1, last_changed_at = $1 WHERE address = $2 AND status <> 'tombstoned'")
-                .bind(now).bind(address.to_string()).execute(pool).await?.rows_affected()
-        });
-        Ok(n > 0)
+        Ok(stats)
     }
 
     pub async fn get_space(&self, address: &SpaceAddress) -> Result<Option<SpaceRow>> {
@@ -445,7 +436,8 @@ impl Store {
 
     pub async fn list_spaces(&self, filter: &SpaceFilter) -> Result<Vec<SpaceRow>> {
         let sql = format!(
-            "SELECT {SPACE_COLUMNS} FROM spaces WHERE ($1 IS NULL OR connection_id = $1) AND ($2 IS NULL OR status = $2) \
+            "SELECT {SPACE_COLUMNS} FROM spaces WHERE ($1 IS NULL OR address IN \
+             (SELECT space_address FROM sightings WHERE connection_id = $1)) AND ($2 IS NULL OR status = $2) \
              ORDER BY address LIMIT $3 OFFSET $4"
         );
         let limit = if filter.limit <= 0 {
@@ -470,7 +462,10 @@ impl Store {
         status: Option<SpaceStatus>,
     ) -> Result<u64> {
         let (n,): (i64,) = on_pool!(self, pool => {
-            sqlx::query_as("SELECT COUNT(*) FROM spaces WHERE ($1 IS NULL OR connection_id = $1) AND ($2 IS NULL OR status = $2)")
+            sqlx::query_as(
+                "SELECT COUNT(*) FROM spaces WHERE ($1 IS NULL OR address IN \
+                 (SELECT space_address FROM sightings WHERE connection_id = $1)) AND ($2 IS NULL OR status = $2)",
+            )
                 .bind(connection_id).bind(status.map(|s| s.as_str())).fetch_one(pool).await?
         });
         Ok(u64::try_from(n).unwrap_or(0))
@@ -487,12 +482,12 @@ impl Store {
         raws.into_iter().map(TryInto::try_into).collect()
     }
 
-    /// Active aliases of every space of a connection, for comparisons.
+    /// Active aliases of every space a connection sees, for comparisons.
     pub async fn active_aliases(&self, connection_id: &str) -> Result<Vec<AliasRow>> {
         let raws: Vec<RawAlias> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to FROM aliases a \
-                 JOIN spaces s ON s.address = a.space_address WHERE s.connection_id = $1 AND a.valid_to IS NULL \
+                 JOIN sightings g ON g.space_address = a.space_address WHERE g.connection_id = $1 AND a.valid_to IS NULL \
                  ORDER BY a.space_address, a.kind, a.value",
             )
             .bind(connection_id)

@@ -441,8 +441,9 @@ impl Store {
     ) -> Result<Option<String>> {
         let row: Option<(String,)> = on_pool!(self, pool => {
             sqlx::query_as(
-                "SELECT tenant FROM spaces WHERE connection_id = $1 \
-                 ORDER BY CASE WHEN kind = $2 THEN 0 ELSE 1 END, first_seen_at LIMIT 1",
+                "SELECT s.tenant FROM spaces s JOIN sightings g ON g.space_address = s.address \
+                 WHERE g.connection_id = $1 \
+                 ORDER BY CASE WHEN s.kind = $2 THEN 0 ELSE 1 END, g.first_seen_at LIMIT 1",
             )
             .bind(connection_id).bind(kind.as_str())
             .fetch_optional(pool).await?

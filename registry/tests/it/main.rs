@@ -16,6 +16,8 @@ mod places;
 mod proposals;
 mod runs;
 mod schema;
+mod sightings;
 mod spaces;
 mod support;
+mod upgrade;
 mod webhooks;

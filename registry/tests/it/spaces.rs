@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use cmcp_domain::{AliasKind, Owner, SpaceAddress, SpaceRecord, SpaceStatus, Visibility};
-use cmcp_registry::SpaceFilter;
 use cmcp_registry::testing::TestDb;
+use cmcp_registry::{SpaceFilter, TombstoneOutcome};
 
 use crate::support::{add_connection, addr, org, repo};
 
@@ -277,8 +277,14 @@ async fn tombstone_keeps_aliases(db: TestDb) {
         .apply_page("c", &Owner::Company, &[repo(3, "acme", "gone")])
         .await
         .unwrap();
-    assert!(db.store.tombstone(&addr(3)).await.unwrap());
-    assert!(!db.store.tombstone(&addr(3)).await.unwrap());
+    assert_eq!(
+        db.store.tombstone("c", &addr(3), true).await.unwrap(),
+        TombstoneOutcome::Tombstoned
+    );
+    assert_eq!(
+        db.store.tombstone("c", &addr(3), true).await.unwrap(),
+        TombstoneOutcome::AlreadyTombstoned
+    );
     let found = db.store.resolve("acme/gone").await.unwrap();
     assert_eq!(found[0].space.status, SpaceStatus::Tombstoned);
 }

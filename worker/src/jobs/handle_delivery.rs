@@ -9,9 +9,10 @@
 //! same path as a sync. A payload is
 //! never trusted for the entity's state: it only says what to re-read, so a
 //! late or reordered delivery cannot roll the registry back. A deletion is
-//! believed only when the direct read answers Gone, and only then is the
-//! space tombstoned. Every connector comes from the one factory
-//! (`budget::connector`), so every platform with a connector is served.
+//! believed only when the direct read answers Gone, and then only on the
+//! connection's authority (`gone::confirm_gone`); an access change
+//! (`Plan::Recheck`) never deletes. Every connector comes from the one
+//! factory (`budget::connector`), so every platform with a connector is served.
 //!
 //! Events that change more than one entity's identity (an org rename) queue
 //! a full sync instead; a change notification (Drive's) reads the
@@ -141,7 +142,9 @@ async fn apply(
                 .await?;
             Ok("connection flagged: webhook deleted".to_owned())
         }
-        Plan::Refresh(targets) => {
+        Plan::Refresh(targets) | Plan::Recheck(targets) => {
+            // Only a plain refresh may end in a tombstone.
+            let may_delete = matches!(plan, Plan::Refresh(_));
             let conn = ctx.store.get_connection(row.connection_id()).await?;
             let mut done = Vec::new();
             // Built like a sync's: the re-reads spend the fleet's budget.
@@ -168,9 +171,14 @@ async fn apply(
                             stats.created, stats.updated, stats.renamed
                         ));
                     }
+                    cmcp_connectors::ReadOutcome::Gone if may_delete => {
+                        let outcome =
+                            crate::gone::confirm_gone(&ctx.store, &*c, &conn.id, &address).await?;
+                        done.push(format!("{address}: gone ({outcome:?})"));
+                    }
                     cmcp_connectors::ReadOutcome::Gone => {
-                        let changed = ctx.store.tombstone(&address).await?;
-                        done.push(format!("{address}: gone (tombstoned: {changed})"));
+                        crate::gone::lose_access(&ctx.store, &conn.id, &address).await?;
+                        done.push(format!("{address}: out of sight (access lost)"));
                     }
                 }
             }
