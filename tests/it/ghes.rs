@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use cmcp_domain::RunTrigger;
 use cmcp_domain::{
     AliasKind, ConnectionSpec, Owner, Platform, RunOutcome, SpaceAddress, SpaceKind, SpaceStatus,
     Token,
@@ -104,7 +105,7 @@ async fn ghes_with_its_own_web_host_syncs_and_takes_repository_webhooks(db: Test
     .await;
     let ctx = sync_context(&db.store, fast_http());
 
-    let outcome = run_sync(&ctx, GHES, "test").await.unwrap();
+    let outcome = run_sync(&ctx, GHES, RunTrigger::Test).await.unwrap();
     assert_eq!(
         outcome.run_outcome(),
         Some(RunOutcome::Complete),
@@ -174,7 +175,7 @@ async fn ghes_without_its_web_host_refuses_its_records(db: TestDb) {
     let sim = ghes_sim(3).await;
     add(&db.store, GHES, &sim.base_url(), serde_json::json!({})).await;
     let ctx = sync_context(&db.store, fast_http());
-    let outcome = run_sync(&ctx, GHES, "test").await.unwrap();
+    let outcome = run_sync(&ctx, GHES, RunTrigger::Test).await.unwrap();
     let SyncOutcome::Failed { why, intent, .. } = &outcome else {
         panic!("expected a failed run: {outcome:?}");
     };
@@ -209,7 +210,7 @@ async fn no_base_url_but_api_github_com_claims_github_com(db: TestDb) {
     )
     .await;
     let ctx = sync_context(&db.store, fast_http());
-    let outcome = run_sync(&ctx, GHES, "test").await.unwrap();
+    let outcome = run_sync(&ctx, GHES, RunTrigger::Test).await.unwrap();
     let SyncOutcome::Failed { why, intent, .. } = &outcome else {
         panic!("a simulator claiming github.com must fail: {outcome:?}");
     };
@@ -218,7 +219,7 @@ async fn no_base_url_but_api_github_com_claims_github_com(db: TestDb) {
     // Without the setting, the answers' github.com URLs are outside the
     // tenant the base URL gives (127.0.0.1): refused, not adopted.
     add(&db.store, "plain", &sim.base_url(), serde_json::json!({})).await;
-    let outcome = run_sync(&ctx, "plain", "test").await.unwrap();
+    let outcome = run_sync(&ctx, "plain", RunTrigger::Test).await.unwrap();
     assert_eq!(
         outcome.run_outcome(),
         Some(RunOutcome::Failed),

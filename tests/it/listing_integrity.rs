@@ -6,6 +6,7 @@
 //! marker, so every project is registered. On SQLite and PostgreSQL.
 
 use cmcp_connectors::HttpConfig;
+use cmcp_domain::RunTrigger;
 use cmcp_domain::{ConnectionSpec, Platform, SpaceAddress, SpaceKind, SpaceStatus, Token};
 use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, JiraSim, JiraSimConfig};
 use cmcp_registry::testing::TestDb;
@@ -78,7 +79,7 @@ async fn jira(db: &TestDb, projects: usize, http: HttpConfig) -> (JiraSim, SyncC
 }
 
 async fn complete(ctx: &SyncContext, id: &str) {
-    let outcome = run_sync(ctx, id, "test").await.expect("sync");
+    let outcome = run_sync(ctx, id, RunTrigger::Test).await.expect("sync");
     assert!(
         matches!(outcome, SyncOutcome::Complete { .. }),
         "expected a complete run: {outcome:?}"
@@ -87,7 +88,7 @@ async fn complete(ctx: &SyncContext, id: &str) {
 
 /// Runs a sync that must end partial, marking nothing missing; returns why.
 async fn partial(ctx: &SyncContext, id: &str) -> String {
-    match run_sync(ctx, id, "test").await.expect("sync") {
+    match run_sync(ctx, id, RunTrigger::Test).await.expect("sync") {
         SyncOutcome::Partial { figures, why, .. } => {
             assert_eq!(figures.missing, 0, "a partial run marks nothing missing");
             why

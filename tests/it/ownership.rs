@@ -385,7 +385,7 @@ pub async fn company_404_tombstones_only_while_the_org_still_reads(db: TestDb) {
         db,
         GithubSimConfig {
             repos: 6,
-            web_host: "127.0.0.1".into(),
+            web_host: Some("127.0.0.1".into()),
             ..GithubSimConfig::default()
         },
         fast_http(),
