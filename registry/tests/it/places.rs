@@ -2,7 +2,7 @@
 //! changed key keeps the old one as a retired alias.
 
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{PlaceFigures, PlaceInput, RegistryError};
+use cmcp_registry::{PlaceAliasKind, PlaceFigures, PlaceInput, RegistryError};
 
 both_backends!(
     import_creates_updates_and_retires_places,
@@ -78,7 +78,7 @@ async fn a_changed_key_keeps_the_old_key_retired(db: TestDb) {
     s.put_places(std::slice::from_ref(&p), "cli").await.unwrap();
     p.key = Some("PAYM".to_owned());
     s.put_places(&[p], "cli").await.unwrap();
-    let aliases: Vec<(String, String, bool)> = s
+    let aliases: Vec<(PlaceAliasKind, String, bool)> = s
         .list_place_aliases()
         .await
         .unwrap()
@@ -88,9 +88,9 @@ async fn a_changed_key_keeps_the_old_key_retired(db: TestDb) {
     assert_eq!(
         aliases,
         [
-            ("key".to_owned(), "PAY".to_owned(), true),
-            ("name".to_owned(), "paymentsteam".to_owned(), false),
-            ("key".to_owned(), "PAYM".to_owned(), false),
+            (PlaceAliasKind::Key, "PAY".to_owned(), true),
+            (PlaceAliasKind::Name, "paymentsteam".to_owned(), false),
+            (PlaceAliasKind::Key, "PAYM".to_owned(), false),
         ]
     );
     assert_eq!(

@@ -1,11 +1,11 @@
 //! Mapping proposals: stored once per evidence, decided in one transaction
 //! with their mapping and audit entry, superseded when evidence changes.
 
-use cmcp_domain::{SpaceAddress, SpaceKind};
+use cmcp_domain::{Platform, SpaceAddress, SpaceKind};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{
-    Decision, NewProposal, PlaceInput, ProposalFigures, ProposalFilter, ProposalTarget,
-    RegistryError, Store,
+    Decision, NewProposal, PlaceInput, ProposalFigures, ProposalFilter, ProposalState,
+    ProposalTarget, RegistryError, Store,
 };
 
 both_backends!(
@@ -45,9 +45,9 @@ async fn with_places(s: &Store) {
     s.put_places(&places, "cli").await.unwrap();
 }
 
-async fn in_state(s: &Store, state: &str) -> Vec<i64> {
+async fn in_state(s: &Store, state: ProposalState) -> Vec<i64> {
     s.list_proposals(&ProposalFilter {
-        state: Some(state.to_owned()),
+        state: Some(state),
         ..Default::default()
     })
     .await
@@ -78,11 +78,11 @@ async fn same_evidence_proposes_once_and_changed_evidence_supersedes(db: TestDb)
         }
     );
     let first = s
-        .get_proposal(in_state(s, "proposed").await[0])
+        .get_proposal(in_state(s, ProposalState::Proposed).await[0])
         .await
         .unwrap();
-    assert_eq!(first.platform, "bitbucket");
-    assert_eq!(first.target, "place:pay");
+    assert_eq!(first.platform, Platform::Bitbucket);
+    assert_eq!(first.target, ProposalTarget::Place("pay".to_owned()));
     assert_eq!(first.evidence_text, candidate(1, "pay", "h1").evidence_text);
     // Project 2's evidence changed: its open proposal is superseded.
     let changed = [candidate(1, "pay", "h1"), candidate(2, "search", "h3")];
@@ -91,8 +91,8 @@ async fn same_evidence_proposes_once_and_changed_evidence_supersedes(db: TestDb)
         (figures.proposed, figures.superseded, figures.unchanged),
         (1, 1, 1)
     );
-    assert_eq!(in_state(s, "superseded").await.len(), 1);
-    assert_eq!(in_state(s, "proposed").await.len(), 2);
+    assert_eq!(in_state(s, ProposalState::Superseded).await.len(), 1);
+    assert_eq!(in_state(s, ProposalState::Proposed).await.len(), 2);
     let filtered = s
         .count_proposals(&ProposalFilter {
             text: Some("PROJECT 2".to_owned()),
@@ -109,7 +109,7 @@ async fn approval_maps_and_undo_unmaps_in_one_transaction(db: TestDb) {
     s.sync_proposals(&[candidate(1, "pay", "h1"), candidate(1, "search", "h2")])
         .await
         .unwrap();
-    let open = in_state(s, "proposed").await;
+    let open = in_state(s, ProposalState::Proposed).await;
     assert_eq!(open.len(), 2);
     let decided = s
         .decide_proposals(
@@ -120,14 +120,17 @@ async fn approval_maps_and_undo_unmaps_in_one_transaction(db: TestDb) {
         )
         .await
         .unwrap();
-    assert_eq!(decided[0].state, "approved");
+    assert_eq!(decided[0].state, ProposalState::Approved);
     let mappings = s.list_mappings().await.unwrap();
     assert_eq!(mappings.len(), 1);
     assert_eq!(mappings[0].space_address, project(1).to_string());
     assert_eq!(mappings[0].proposal_id, Some(open[0]));
     assert_eq!(mappings[0].approved_by, "admin:alice");
     // The container's other open proposal is superseded by the approval.
-    assert_eq!(s.get_proposal(open[1]).await.unwrap().state, "superseded");
+    assert_eq!(
+        s.get_proposal(open[1]).await.unwrap().state,
+        ProposalState::Superseded
+    );
     let audit = s.list_audit(1).await.unwrap();
     assert_eq!(audit[0].action, "proposal.approve");
     assert_eq!(audit[0].reason.as_deref(), Some("obvious"));
@@ -137,8 +140,8 @@ async fn approval_maps_and_undo_unmaps_in_one_transaction(db: TestDb) {
     assert!(s.list_mappings().await.unwrap().is_empty());
     let undone = s.get_proposal(open[0]).await.unwrap();
     assert_eq!(
-        (undone.state.as_str(), undone.decided_by),
-        ("proposed", None)
+        (undone.state, undone.decided_by),
+        (ProposalState::Proposed, None)
     );
 }
 
@@ -148,7 +151,7 @@ async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
     s.sync_proposals(&[candidate(1, "pay", "h1"), candidate(2, "search", "h2")])
         .await
         .unwrap();
-    let open = in_state(s, "proposed").await;
+    let open = in_state(s, ProposalState::Proposed).await;
     let audit_before = s.list_audit(100).await.unwrap().len();
     let unknown = s
         .decide_proposals(&[open[0], 999_999], Decision::Approve, "admin:alice", None)
@@ -165,7 +168,7 @@ async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
         "{twice:?}"
     );
     assert!(s.list_mappings().await.unwrap().is_empty());
-    assert_eq!(in_state(s, "proposed").await, open);
+    assert_eq!(in_state(s, ProposalState::Proposed).await, open);
     assert_eq!(s.list_audit(100).await.unwrap().len(), audit_before);
     // A place retired since the proposal cannot be approved.
     s.put_places(
