@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use cmcp_registry::{Cipher, Store, StoreOptions};
+use anyhow::{Context, Result, bail};
+use cmcp_registry::cipher::MASTER_KEY_ENV;
+use cmcp_registry::{Cipher, MissingKey, Store, StoreOptions};
 use cmcp_worker::{Queue, SyncConnection, SyncContext, WorkerOptions, WorkerState};
 
 use crate::config::Config;
@@ -15,7 +16,14 @@ pub struct App {
 }
 
 impl App {
-    /// Connect, migrate (registry and queue) and load the master key.
+    /// Connect, migrate (registry and queue), load the master key and prove
+    /// it opens the registry's secrets.
+    ///
+    /// The key rules: on PostgreSQL (a fleet) the key must come from
+    /// `CMCP_DISCOVERY_MASTER_KEY`, so no member ever makes its own; on
+    /// SQLite a key file is created only together with a new database. A
+    /// key that does not open the store fails here, naming where it came
+    /// from, instead of at the first sync.
     pub async fn open(cfg: Config) -> Result<App> {
         let url = cfg.database_url();
         if url.starts_with("sqlite:") {
@@ -31,6 +39,24 @@ impl App {
             .context(
                 "cannot open the registry (check --database-url / CMCP_DISCOVERY_DATABASE_URL)",
             )?;
+        let env_key = std::env::var(MASTER_KEY_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        if matches!(store, Store::Postgres(_)) && env_key.is_none() {
+            bail!(
+                "{MASTER_KEY_ENV} is not set: every process on PostgreSQL must be given the \
+                 fleet's master key (a key file is only made for a new SQLite database)"
+            );
+        }
+        let missing = if store
+            .is_new()
+            .await
+            .context("cannot inspect the registry")?
+        {
+            MissingKey::Create
+        } else {
+            MissingKey::Refuse
+        };
         store
             .migrate()
             .await
@@ -38,9 +64,12 @@ impl App {
         cmcp_worker::queue::setup(&store)
             .await
             .context("queue migrations failed")?;
-        let env_key = std::env::var(cmcp_registry::cipher::MASTER_KEY_ENV).ok();
-        let cipher = Cipher::load(env_key.as_deref(), &cfg.key_file())
+        let (cipher, source) = Cipher::load(env_key.as_deref(), &cfg.key_file(), missing)
             .context("cannot load the master key")?;
+        store
+            .check_master_key(&cipher)
+            .await
+            .with_context(|| format!("the master key from {source} does not open this registry"))?;
         Ok(App { cfg, store, cipher })
     }
 

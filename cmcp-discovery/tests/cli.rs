@@ -245,3 +245,180 @@ fn health_answers_for_a_running_serve() {
     assert!(out.status.success(), "{:?}", text(&out));
     assert!(text(&out).0.contains("200 OK"), "{:?}", text(&out));
 }
+
+fn cli_with_key(dir: &Path, args: &[&str], key: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
+        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
+        .env_remove("CMCP_DISCOVERY_CONFIG")
+        .env_remove("CMCP_DISCOVERY_DATA_DIR");
+    if let Some(k) = key {
+        cmd.env("CMCP_DISCOVERY_MASTER_KEY", k);
+    }
+    cmd.output().expect("run cmcp-discovery")
+}
+
+fn add_github_connection(dir: &Path, extra: &[&str], key: Option<&str>) -> Output {
+    std::fs::write(dir.join("token"), "ghp_x\n").unwrap();
+    let mut args = extra.to_vec();
+    args.extend([
+        "connection",
+        "add",
+        "github",
+        "--org",
+        "acme",
+        "--token-file",
+        "token",
+    ]);
+    cli_with_key(dir, &args, key)
+}
+
+fn replace_key_file(path: &Path) {
+    std::fs::write(path, hex::encode([5u8; 32])).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_refuses_to_start_without_the_master_key_variable() {
+    let Some(db) = cmcp_registry::testing::TestDb::postgres().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli_with_key(
+        dir.path(),
+        &["--database-url", &db.url, "connection", "list"],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(err.contains("CMCP_DISCOVERY_MASTER_KEY"), "{err}");
+    assert!(
+        !dir.path().join(".cmcp-discovery/master.key").exists(),
+        "a fleet member never makes its own key"
+    );
+
+    // With the fleet's key it starts; another key then fails at start,
+    // naming the variable.
+    let fleet = hex::encode([3u8; 32]);
+    let extra = ["--database-url", db.url.as_str()];
+    let out = add_github_connection(dir.path(), &extra, Some(&fleet));
+    assert!(out.status.success(), "{}", text(&out).1);
+    let other = hex::encode([4u8; 32]);
+    let out = cli_with_key(
+        dir.path(),
+        &["--database-url", &db.url, "connection", "list"],
+        Some(&other),
+    );
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(
+        err.contains("wrong master key") && err.contains("CMCP_DISCOVERY_MASTER_KEY"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sqlite_makes_a_key_file_only_with_a_new_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join(".cmcp-discovery/master.key");
+    let out = add_github_connection(dir.path(), &[], None);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(key_file.exists(), "created together with the new database");
+
+    std::fs::remove_file(&key_file).unwrap();
+    let out = cli_with_key(dir.path(), &["connection", "list"], None);
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(err.contains(".cmcp-discovery/master.key"), "{err}");
+    assert!(err.contains("missing"), "{err}");
+    assert!(!key_file.exists(), "no new key beside an existing database");
+}
+
+#[test]
+fn a_wrong_key_fails_at_start_naming_the_key_file_or_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join(".cmcp-discovery/master.key");
+    let out = add_github_connection(dir.path(), &[], None);
+    assert!(out.status.success(), "{}", text(&out).1);
+
+    // The variable wins over the file: a wrong one is named.
+    let other = hex::encode([6u8; 32]);
+    let out = cli_with_key(dir.path(), &["connection", "list"], Some(&other));
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(
+        err.contains("wrong master key") && err.contains("CMCP_DISCOVERY_MASTER_KEY"),
+        "{err}"
+    );
+
+    // A key file replaced by another key: refused at start, not at sync.
+    replace_key_file(&key_file);
+    let out = cli_with_key(dir.path(), &["connection", "list"], None);
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(
+        err.contains("wrong master key") && err.contains(".cmcp-discovery/master.key"),
+        "{err}"
+    );
+}
+
+/// `sync --wait` among other queued syncs of the same connection (one
+/// SQLite file): its worker runs them one at a time, and what it reports
+/// is the run it queued, complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_wait_reports_its_own_run_among_queued_syncs() {
+    cmcp_tests::init_tls();
+    let sim = cmcp_fixtures::GithubSim::start(cmcp_fixtures::GithubSimConfig {
+        repos: 60,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..cmcp_fixtures::GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fast.toml"),
+        "[queue]\npoll_interval = \"100ms\"\n[sync]\nlease_ttl = \"1s\"\n[http]\nper_page = 20\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("token"), cmcp_tests::TOKEN).unwrap();
+    let base = sim.base_url();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", "fast.toml"];
+        all.extend_from_slice(args);
+        cli(dir.path(), &all)
+    };
+    let out = run(&[
+        "connection",
+        "add",
+        "github",
+        "--org",
+        "acme",
+        "--token-file",
+        "token",
+        "--base-url",
+        &base,
+    ]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    for _ in 0..4 {
+        let out = run(&["sync", "github-acme"]);
+        assert!(out.status.success(), "{}", text(&out).1);
+    }
+    let out = tokio::task::spawn_blocking(move || {
+        let mut all = vec!["--config", "fast.toml", "sync", "github-acme", "--wait"];
+        all.extend_from_slice(&["--timeout-secs", "120"]);
+        cli(dir.path(), &all)
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("of github-acme: complete"), "{stdout}");
+    assert!(!stdout.contains("abandoned"), "{stdout}");
+}

@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use cmcp_domain::{Owner, RunOutcome};
+use cmcp_domain::{Owner, RunOutcome, RunTrigger};
 use cmcp_fixtures::{GithubSim, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Cipher, Store};
@@ -321,4 +321,111 @@ async fn two_worker_processes_sharing_a_token_never_exceed_its_budget() {
         "each process ran one of the syncs: {workers:?}"
     );
     assert_registry_matches(&db.store, &sim).await;
+}
+
+/// Five queued syncs of one connection, two worker processes and a
+/// `sync --wait` beside them, on one PostgreSQL: the runs never overlap,
+/// upstream never sees more requests in flight than `max_concurrency`, no
+/// live worker's run is closed as abandoned, and `sync --wait` reports the
+/// run it queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_syncs_of_one_connection_never_overlap_across_worker_processes() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    init_tls();
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let key = hex::encode([8u8; 32]);
+    let cipher = Cipher::from_key_text(&key).unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 200,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        latency: Duration::from_millis(20),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    db.store
+        .create_connection(
+            &cipher,
+            cmcp_registry::NewConnection {
+                id: CONNECTION.to_owned(),
+                spec: cmcp_domain::ConnectionSpec {
+                    platform: cmcp_domain::Platform::Github,
+                    scope: "acme".into(),
+                    base_url: sim.base_url(),
+                },
+                owner: Owner::Company,
+                token: cmcp_domain::Token::new(cmcp_tests::TOKEN),
+                settings: serde_json::json!({}),
+            },
+            "test",
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = FLEET_CONFIG.replace("[http]", "[http]\nmax_concurrency = 4");
+    std::fs::write(dir.path().join("fleet.toml"), config).unwrap();
+    let queue = Queue::new(&db.store, &QueueConfig::default());
+    for _ in 0..5 {
+        queue
+            .push(
+                SyncConnection::new(CONNECTION, RunTrigger::Test),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let _a = start_worker(dir.path(), &db.url, &key, "overlap-a");
+    let _b = start_worker(dir.path(), &db.url, &key, "overlap-b");
+    let waited = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+        .args([
+            "--config",
+            dir.path().join("fleet.toml").to_str().expect("utf-8 path"),
+            "sync",
+            CONNECTION,
+            "--wait",
+            "--timeout-secs",
+            "120",
+        ])
+        .env("CMCP_DISCOVERY_DATABASE_URL", &db.url)
+        .env("CMCP_DISCOVERY_MASTER_KEY", &key)
+        .env("CMCP_DISCOVERY_DATA_DIR", dir.path())
+        .env("HOSTNAME", "overlap-cli")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sync --wait");
+    let stdout = String::from_utf8_lossy(&waited.stdout).into_owned();
+    assert!(
+        waited.status.success(),
+        "sync --wait: {stdout}\n{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    eventually_within("six finished runs", Duration::from_secs(120), || async {
+        let runs = db.store.list_runs(Some(CONNECTION), 20).await.unwrap();
+        (runs.len() == 6 && runs.iter().all(|r| r.outcome != RunOutcome::Running)).then_some(())
+    })
+    .await;
+    let mut runs = db.store.list_runs(Some(CONNECTION), 20).await.unwrap();
+    // The run `sync --wait` printed is one of them, and it completed.
+    let reported = runs
+        .iter()
+        .find(|r| stdout.contains(&format!("run {} of {CONNECTION}: complete", r.id)))
+        .unwrap_or_else(|| panic!("{stdout}\n{runs:#?}"));
+    assert_eq!(reported.triggered_by, "cli");
+    runs.sort_by_key(|r| r.started_at);
+    for r in &runs {
+        assert_eq!(r.outcome, RunOutcome::Complete, "{runs:#?}");
+    }
+    for pair in runs.windows(2) {
+        assert!(
+            pair[0].finished_at.expect("finished") <= pair[1].started_at,
+            "overlapping runs: {pair:#?}"
+        );
+    }
+    let stats = sim.stats();
+    assert!(stats.max_in_flight <= 4, "{stats:?}");
+    let recorded: u64 = runs.iter().map(|r| r.figures.requests).sum();
+    assert_eq!(stats.requests, recorded, "{stats:?}");
 }

@@ -6,12 +6,14 @@
 //! open.
 //!
 //! The master key comes from `CMCP_DISCOVERY_MASTER_KEY` (base64 or hex, 32
-//! bytes) or, on the embedded default, from a key file in the data directory
-//! created with mode 0600 on first run.
+//! bytes) or, on the embedded default, from a key file in the data directory,
+//! created with mode 0600 together with a new database and never otherwise:
+//! a missing key file beside an existing database means the key that sealed
+//! its secrets is gone, and making a new one would only hide that.
 
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -24,6 +26,34 @@ use crate::error::{RegistryError, Result};
 pub const MASTER_KEY_ENV: &str = "CMCP_DISCOVERY_MASTER_KEY";
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 24;
+
+/// Where the master key came from, so an error can say what to fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// The `CMCP_DISCOVERY_MASTER_KEY` environment variable.
+    Env,
+    /// A key file.
+    File(PathBuf),
+}
+
+impl fmt::Display for KeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeySource::Env => write!(f, "the environment variable {MASTER_KEY_ENV}"),
+            KeySource::File(p) => write!(f, "the key file {}", p.display()),
+        }
+    }
+}
+
+/// What [`Cipher::load`] does when neither the variable nor the key file
+/// gives a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingKey {
+    /// Create the key file: only for a new database.
+    Create,
+    /// Fail, naming the key file: the database exists and its key is gone.
+    Refuse,
+}
 
 #[derive(Clone)]
 pub struct Cipher {
@@ -57,23 +87,42 @@ impl Cipher {
         Cipher::from_key_bytes(&bytes)
     }
 
-    /// The key from the environment if set, else from `key_file`, creating
-    /// it (mode 0600) when it does not exist yet.
-    pub fn load(env_value: Option<&str>, key_file: &Path) -> Result<Cipher> {
+    /// The key from the environment if set, else from `key_file`; when
+    /// neither exists, `missing` decides. Says where the key came from.
+    pub fn load(
+        env_value: Option<&str>,
+        key_file: &Path,
+        missing: MissingKey,
+    ) -> Result<(Cipher, KeySource)> {
         if let Some(v) = env_value.filter(|v| !v.trim().is_empty()) {
-            return Cipher::from_key_text(v);
+            return Ok((Cipher::from_key_text(v)?, KeySource::Env));
         }
-        match std::fs::read_to_string(key_file) {
+        let cipher = match std::fs::read_to_string(key_file) {
             Ok(text) => {
                 check_private(key_file)?;
-                Cipher::from_key_text(&text)
+                Cipher::from_key_text(&text).map_err(|e| {
+                    RegistryError::Cipher(format!("key file {}: {e}", key_file.display()))
+                })?
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_key_file(key_file),
-            Err(e) => Err(RegistryError::Cipher(format!(
-                "cannot read key file {}: {e}",
-                key_file.display()
-            ))),
-        }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match missing {
+                MissingKey::Create => create_key_file(key_file)?,
+                MissingKey::Refuse => {
+                    return Err(RegistryError::Cipher(format!(
+                        "the master key file {} is missing, but the registry already exists: \
+                         its secrets were sealed with that key. Restore the file, or set \
+                         {MASTER_KEY_ENV} to the key",
+                        key_file.display()
+                    )));
+                }
+            },
+            Err(e) => {
+                return Err(RegistryError::Cipher(format!(
+                    "cannot read key file {}: {e}",
+                    key_file.display()
+                )));
+            }
+        };
+        Ok((cipher, KeySource::File(key_file.to_owned())))
     }
 
     pub fn generate_key_text() -> String {
@@ -205,14 +254,15 @@ mod tests {
     fn key_file_is_created_private_and_reused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/master.key");
-        let a = Cipher::load(None, &path).unwrap();
+        let (a, source) = Cipher::load(None, &path, MissingKey::Create).unwrap();
+        assert_eq!(source, KeySource::File(path.clone()));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let b = Cipher::load(None, &path).unwrap();
+        let (b, _) = Cipher::load(None, &path, MissingKey::Refuse).unwrap();
         let blob = a.seal(b"x", "c").unwrap();
         assert_eq!(b.open(&blob, "c").unwrap(), b"x");
     }
@@ -225,8 +275,22 @@ mod tests {
         let path = dir.path().join("master.key");
         std::fs::write(&path, Cipher::generate_key_text()).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = Cipher::load(None, &path).unwrap_err().to_string();
+        let err = Cipher::load(None, &path, MissingKey::Refuse)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("chmod 600"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_key_file_is_created_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.key");
+        let err = Cipher::load(None, &path, MissingKey::Refuse)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains(MASTER_KEY_ENV), "{err}");
+        assert!(!path.exists(), "a refused load creates nothing");
     }
 
     #[test]
@@ -234,9 +298,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("master.key");
         let key = hex::encode([7u8; 32]);
-        Cipher::load(Some(&key), &path).unwrap();
+        let (_, source) = Cipher::load(Some(&key), &path, MissingKey::Create).unwrap();
+        assert_eq!(source, KeySource::Env);
         assert!(!path.exists(), "an env key must not create a key file");
-        let err = Cipher::load(Some("too-short"), &path)
+        let err = Cipher::load(Some("too-short"), &path, MissingKey::Create)
             .unwrap_err()
             .to_string();
         assert!(err.contains("master key"), "{err}");

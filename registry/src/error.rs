@@ -26,6 +26,9 @@ pub enum RegistryError {
     Corrupt { what: String },
     #[error("secret store: {0}")]
     Cipher(String),
+    /// The store's sealed values do not open with the master key in hand.
+    #[error("wrong master key: the registry's sealed values do not open with it")]
+    WrongMasterKey,
 }
 
 impl From<sqlx::Error> for RegistryError {

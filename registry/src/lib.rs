@@ -8,7 +8,7 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use cipher::Cipher;
+pub use cipher::{Cipher, KeySource, MissingKey};
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{

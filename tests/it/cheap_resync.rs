@@ -3,12 +3,12 @@
 //! for them so the listing stays complete, and nothing in the registry is
 //! written.
 
-use cmcp_domain::RunOutcome;
-use cmcp_fixtures::GithubSimConfig;
+use cmcp_domain::{RunOutcome, RunTrigger};
+use cmcp_fixtures::{GithubSimConfig, RateLimitConfig};
 use cmcp_registry::Store;
 use cmcp_registry::testing::TestDb;
 use cmcp_tests::{CONNECTION, Harness, assert_registry_matches, fast_http};
-use cmcp_worker::run_sync;
+use cmcp_worker::{SyncOutcome, run_sync};
 
 /// Every row a sync could write (spaces, aliases, the connection and the
 /// page cache), rendered as text for an exact before/after comparison.
@@ -109,4 +109,74 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
     assert_registry_matches(h.store(), &h.sim).await;
 }
 
-both_backends!(unchanged_10000_repo_org_resyncs_with_304s_and_no_writes);
+both_backends!(
+    unchanged_10000_repo_org_resyncs_with_304s_and_no_writes,
+    not_modified_pages_are_free_in_the_local_and_shared_budget,
+);
+
+/// A 304 costs nothing upstream, so it costs nothing here either: an
+/// unchanged re-sync of 40 pages under a budget of 30 sends every page
+/// without waiting, and the shared budget ends where upstream's does.
+pub async fn not_modified_pages_are_free_in_the_local_and_shared_budget(db: TestDb) {
+    let http = cmcp_connectors::HttpConfig {
+        per_page: 25,
+        ..fast_http()
+    };
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 999,
+            ..GithubSimConfig::default()
+        },
+        http,
+    )
+    .await;
+    let (outcome, figures, error) = finished(
+        run_sync(&h.ctx, CONNECTION, RunTrigger::Test)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_eq!(figures.pages, 40);
+    // From now on upstream grants 30 requests a minute.
+    h.sim.set_rate_limit(Some(RateLimitConfig {
+        limit: 30,
+        window: std::time::Duration::from_secs(60),
+    }));
+    h.sim.reset_stats();
+    let (outcome, figures, error) = finished(
+        run_sync(&h.ctx, CONNECTION, RunTrigger::Test)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_eq!(figures.not_modified, 40, "{figures:?}");
+    assert_eq!(
+        figures.rate_limit_waits, 0,
+        "a 304 was charged: {figures:?}"
+    );
+    let stats = h.sim.stats();
+    assert_eq!((stats.over_budget, stats.rate_limited), (0, 0), "{stats:?}");
+    // The shared budget spent exactly what upstream charged.
+    let charged = stats.requests - stats.not_modified;
+    let budgets = h.store().connection_budgets().await.unwrap();
+    assert_eq!(budgets.len(), 1, "{budgets:?}");
+    let row = &budgets[0].1;
+    assert_eq!(
+        row.remaining,
+        Some(30 - i64::try_from(charged).unwrap()),
+        "{row:?} after {stats:?}"
+    );
+    assert_eq!(row.in_flight, 0, "{row:?}");
+}
+
+fn finished(r: SyncOutcome) -> (RunOutcome, cmcp_domain::RunFigures, Option<String>) {
+    match r {
+        SyncOutcome::Deferred { holder, .. } => panic!("deferred by {holder}"),
+        done => (
+            done.run_outcome().expect("a run"),
+            done.figures().cloned().unwrap_or_default(),
+            done.error().map(str::to_owned),
+        ),
+    }
+}

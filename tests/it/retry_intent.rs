@@ -92,6 +92,7 @@ pub async fn unavailable_upstream_queues_a_retry(db: TestDb) {
             connection_id: CONNECTION.to_owned(),
             trigger: cmcp_domain::RunTrigger::Retry,
             attempt: 1,
+            run_id: None,
         }],
         "a 5xx is retried"
     );

@@ -103,6 +103,7 @@ impl SharedBudget for StoreBudget {
             reset_at: observation.reading.map(|r| r.reset.timestamp_millis()),
             limit: observation.limit.map(i64::from),
             paused_until: observation.pause_until.map(|p| p.timestamp_millis()),
+            free: observation.free,
         };
         if let Err(e) = self
             .store

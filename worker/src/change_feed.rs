@@ -34,7 +34,7 @@ use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
 use crate::lease::ConnectionLease;
-use crate::sync::{SyncContext, SyncOutcome, run_sync};
+use crate::sync::{SyncContext, SyncOutcome, run_sync_as};
 
 /// What one incremental pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,6 +91,16 @@ pub async fn run_full(
     connection_id: &str,
     trigger: RunTrigger,
 ) -> Result<SyncOutcome> {
+    run_full_as(ctx, connection_id, trigger, None).await
+}
+
+/// [`run_full`], the run getting the id `run_id` when given.
+pub async fn run_full_as(
+    ctx: &SyncContext,
+    connection_id: &str,
+    trigger: RunTrigger,
+    run_id: Option<&str>,
+) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     // A connector that cannot be built fails its run in `run_sync`, which
     // records why.
@@ -107,7 +117,7 @@ pub async fn run_full(
         },
         Err(_) => None,
     };
-    let result = run_sync(ctx, connection_id, trigger).await?;
+    let result = run_sync_as(ctx, connection_id, trigger, run_id).await?;
     if let (Some(positions), SyncOutcome::Complete { .. }) = (positions, &result) {
         let tokens: Vec<(String, String)> =
             positions.into_iter().map(|p| (p.feed, p.token)).collect();

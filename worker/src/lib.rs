@@ -22,4 +22,4 @@ pub use lease::{ConnectionLease, LeaseHeld};
 pub use queue::{Job, Queue, QueueConfig};
 pub use runner::{WorkerOptions, run_workers};
 pub use state::WorkerState;
-pub use sync::{SyncConfig, SyncContext, SyncOutcome, run_sync};
+pub use sync::{SyncConfig, SyncContext, SyncOutcome, run_sync, run_sync_as};

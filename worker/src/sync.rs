@@ -166,6 +166,17 @@ pub async fn run_sync(
     connection_id: &str,
     trigger: RunTrigger,
 ) -> Result<SyncOutcome> {
+    run_sync_as(ctx, connection_id, trigger, None).await
+}
+
+/// [`run_sync`], the run getting the id `run_id` when given (see
+/// [`crate::SyncConnection::run_id`]).
+pub async fn run_sync_as(
+    ctx: &SyncContext,
+    connection_id: &str,
+    trigger: RunTrigger,
+    run_id: Option<&str>,
+) -> Result<SyncOutcome> {
     let connection = ctx.store.get_connection(connection_id).await?;
     let lease =
         match ConnectionLease::acquire(&ctx.store, connection_id, &ctx.holder, ctx.sync.lease_ttl)
@@ -189,7 +200,7 @@ pub async fn run_sync(
     if abandoned > 0 {
         warn!(abandoned, "closed runs left behind by a stopped worker");
     }
-    let result = sync_under_lease(ctx, &connection, trigger, lease.lost_flag()).await;
+    let result = sync_under_lease(ctx, &connection, trigger, run_id, lease.lost_flag()).await;
     lease.release().await;
     result
 }
@@ -198,12 +209,13 @@ async fn sync_under_lease(
     ctx: &SyncContext,
     connection: &ConnectionRow,
     trigger: RunTrigger,
+    run_id: Option<&str>,
     lost: &AtomicBool,
 ) -> Result<SyncOutcome> {
     let mut run = Run {
         id: ctx
             .store
-            .start_run(&connection.id, trigger, &ctx.holder)
+            .start_run_as(run_id, &connection.id, trigger, &ctx.holder)
             .await?,
         started: Instant::now(),
         figures: RunFigures::default(),

@@ -291,6 +291,7 @@ pub async fn connections_show_their_rate_budget(db: TestDb) {
                 reset_at: Some(reset),
                 limit: Some(5000),
                 paused_until: None,
+                free: false,
             },
             now,
         )

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use cmcp_domain::RunOutcome;
+use cmcp_domain::{RunOutcome, RunTrigger};
 use cmcp_registry::{Store, SyncRunRow};
 use cmcp_worker::{SyncConnection, WorkerOptions, run_workers};
 
@@ -11,19 +11,19 @@ use crate::app::App;
 pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> Result<()> {
     // Fail on an unknown connection before queueing anything.
     app.store.get_connection(connection).await?;
-    let since = chrono::Utc::now().timestamp_millis();
-    app.queue()
-        .push(
-            SyncConnection::new(connection, cmcp_domain::RunTrigger::Cli),
-            None,
-            None,
-        )
-        .await?;
     if !wait {
+        app.queue()
+            .push(SyncConnection::new(connection, RunTrigger::Cli), None, None)
+            .await?;
         println!("sync of {connection} queued; a worker (serve or worker) will pick it up");
         return Ok(());
     }
-    let run = sync_and_wait(app, connection, since, Duration::from_secs(timeout_secs)).await?;
+    // The job names its run, so what is reported is this run, whichever
+    // worker ran it and whatever other syncs of the connection ran too.
+    let job = SyncConnection::awaited(connection, RunTrigger::Cli);
+    let run_id = job.run_id.clone().unwrap_or_default();
+    app.queue().push(job, None, None).await?;
+    let run = sync_and_wait_for(app, &run_id, Duration::from_secs(timeout_secs)).await?;
     print_run(&run);
     if run.outcome != RunOutcome::Complete {
         bail!("sync of {connection} ended {}", run.outcome.as_str());
@@ -31,26 +31,33 @@ pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> 
     Ok(())
 }
 
-/// Run a worker in this process until a run of `connection` that started at
-/// or after `since` finishes.
-pub async fn sync_and_wait(
-    app: &App,
-    connection: &str,
-    since: i64,
-    timeout: Duration,
-) -> Result<SyncRunRow> {
+/// Run a worker in this process until the run `run_id` finishes (another
+/// worker of the fleet may be the one to run it).
+async fn sync_and_wait_for(app: &App, run_id: &str, timeout: Duration) -> Result<SyncRunRow> {
     let opts = WorkerOptions::unique("cli");
     let state = app.worker_state(&opts);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(run_workers(state, opts, async move {
         let _ = stop_rx.await;
     }));
-    let result = tokio::time::timeout(timeout, wait_for_run(&app.store, connection, since)).await;
+    let result = tokio::time::timeout(timeout, wait_for_run_id(&app.store, run_id)).await;
     let _ = stop_tx.send(());
     let _ = worker.await;
     match result {
         Ok(run) => run,
-        Err(_) => bail!("no finished run of {connection} within {timeout:?}"),
+        Err(_) => bail!("run {run_id} did not finish within {timeout:?}"),
+    }
+}
+
+/// Waits until the run `run_id` exists and is no longer running.
+async fn wait_for_run_id(store: &Store, run_id: &str) -> Result<SyncRunRow> {
+    loop {
+        match store.get_run(run_id).await {
+            Ok(run) if run.outcome != RunOutcome::Running => return Ok(run),
+            Ok(_) | Err(cmcp_registry::RegistryError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

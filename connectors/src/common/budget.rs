@@ -66,6 +66,19 @@ impl RateBudget {
         });
     }
 
+    /// Gives back the unit [`RateBudget::admit`] spent for a request the
+    /// platform did not charge. `answered_reset` is the window the answer
+    /// reported: a unit spent in another window is not given to this one
+    /// (the answer's reading then decides alone).
+    pub fn refund(&self, answered_reset: Option<DateTime<Utc>>) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(k) = known.as_mut()
+            && answered_reset.is_none_or(|r| r == k.reset)
+        {
+            k.remaining = k.remaining.saturating_add(1);
+        }
+    }
+
     /// Holds every request back until `until` (the later pause wins).
     pub fn pause(&self, until: DateTime<Utc>) {
         let mut p = self

@@ -233,8 +233,15 @@ impl<P: ApiPolicy> HttpClient<P> {
             reading: headers.as_ref().and_then(|h| self.policy.budget(h)),
             limit: headers.as_ref().and_then(|h| self.policy.budget_limit(h)),
             pause_until: result.as_ref().err().and_then(|f| self.pause_for(f)),
+            // GitHub: "Making a conditional request does not count against
+            // your primary rate limit if a 304 response is returned."
+            free: matches!(result, Ok(Conditional::NotModified { .. })),
         };
-        if let Some(reading) = observation.reading {
+        // With a fleet budget the local one only mirrors the readings (for
+        // diagnostics); without one, the ledger below is the local budget.
+        if self.shared.is_some()
+            && let Some(reading) = observation.reading
+        {
             self.budget.observe(reading);
         }
         let (ledger, key) = self.ledger();

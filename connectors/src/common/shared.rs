@@ -13,7 +13,9 @@
 //! The protocol every implementation follows: [`SharedBudget::reserve`]
 //! before sending (it spends one unit atomically, or says how long to wait),
 //! and exactly one [`SharedBudget::settle`] after the attempt ends, whatever
-//! happened, with what the answer said. Settling never raises the budget of
+//! happened, with what the answer said. An answer the platform does not
+//! charge (GitHub's `304` to a conditional request) settles as `free`, which
+//! gives the reserved unit back. Settling never raises the budget of
 //! a window above what the reservations allow; a reading of a later window
 //! starts that window.
 //!
@@ -43,6 +45,10 @@ pub struct Observation {
     /// Hold every request of this key back until then (`retry-after`, a
     /// secondary limit).
     pub pause_until: Option<DateTime<Utc>>,
+    /// The answer cost nothing upstream (a `304 Not Modified` to a
+    /// conditional request): the unit reserved for it is given back, so
+    /// the budget follows what the platform counted.
+    pub free: bool,
 }
 
 /// The budget could not be consulted (its store is unreachable). The request
@@ -79,6 +85,11 @@ impl SharedBudget for RateBudget {
     }
 
     async fn settle(&self, _key: &str, observation: Observation) {
+        // Refund before reading the answer: the reading is the platform's
+        // figure, which never counted this request.
+        if observation.free {
+            self.refund(observation.reading.map(|r| r.reset));
+        }
         if let Some(reading) = observation.reading {
             self.observe(reading);
         }
@@ -115,6 +126,36 @@ mod tests {
             b.reserve("k", 1).await.unwrap(),
             Admission::WaitUntil(until)
         );
+    }
+
+    #[tokio::test]
+    async fn a_free_answer_gives_its_unit_back() {
+        let b = RateBudget::new();
+        let reset = Utc::now() + TimeDelta::seconds(60);
+        let reading = BudgetReading {
+            remaining: 3,
+            reset,
+        };
+        b.observe(reading);
+        // Thirty 304s, each reserved and then settled free with the
+        // platform's unchanged figure: the budget never runs down.
+        for _ in 0..30 {
+            assert_eq!(b.reserve("k", 1).await.unwrap(), Admission::Go);
+            b.settle(
+                "k",
+                Observation {
+                    reading: Some(reading),
+                    free: true,
+                    ..Observation::default()
+                },
+            )
+            .await;
+        }
+        assert_eq!(b.current(), Some(reading));
+        // A charged answer still spends.
+        assert_eq!(b.reserve("k", 1).await.unwrap(), Admission::Go);
+        b.settle("k", Observation::default()).await;
+        assert_eq!(b.current().unwrap().remaining, 2);
     }
 
     #[tokio::test]

@@ -11,7 +11,10 @@
 //!   `WHERE` after waiting for the row lock; SQLite serialises writers), so
 //!   two workers can never take the same unit. While the budget is unknown
 //!   only one probe request may be in flight.
-//! - **Settle** after the answer: the server's `remaining`, less the other
+//! - **Settle** after the answer: a request the platform did not charge
+//!   (`free`, a `304`) first gives its reserved unit back — every in-flight
+//!   reservation is counted in the current window, also across a roll-over,
+//!   so the unit always belongs there. Then the server's `remaining`, less the other
 //!   requests still in flight (they may not have been charged yet), is taken
 //!   when it is lower; a window is never raised. An answer of another window
 //!   (a later reset, or a reset earlier than believed) starts that window
@@ -43,6 +46,9 @@ pub struct BudgetSettlement {
     pub reset_at: Option<i64>,
     pub limit: Option<i64>,
     pub paused_until: Option<i64>,
+    /// The platform did not charge this request (a `304`): its reserved
+    /// unit is given back before the reading is applied.
+    pub free: bool,
 }
 
 /// The timing rules of reservations.
@@ -174,13 +180,13 @@ impl super::Store {
                    paused_until = CASE WHEN $5 IS NULL THEN paused_until \
                      WHEN paused_until IS NULL OR paused_until < $5 THEN $5 ELSE paused_until END, \
                    remaining = CASE \
-                     WHEN $2 IS NULL OR $3 IS NULL THEN remaining \
-                     WHEN window_floor IS NOT NULL AND $3 <= window_floor THEN remaining \
+                     WHEN $2 IS NULL OR $3 IS NULL THEN remaining + $7 \
+                     WHEN window_floor IS NOT NULL AND $3 <= window_floor THEN remaining + $7 \
                      WHEN remaining IS NULL OR (reset_at IS NOT NULL AND $3 <> reset_at) THEN \
                        CASE WHEN $2 - (in_flight - 1) > 0 THEN $2 - (in_flight - 1) ELSE 0 END \
-                     WHEN $2 - (in_flight - 1) < remaining THEN \
+                     WHEN $2 - (in_flight - 1) < remaining + $7 THEN \
                        CASE WHEN $2 - (in_flight - 1) > 0 THEN $2 - (in_flight - 1) ELSE 0 END \
-                     ELSE remaining END, \
+                     ELSE remaining + $7 END, \
                    window_floor = CASE WHEN $2 IS NOT NULL AND reset_at IS NOT NULL AND $3 > reset_at \
                      THEN reset_at ELSE window_floor END, \
                    reset_at = CASE \
@@ -191,6 +197,7 @@ impl super::Store {
                  WHERE budget_key = $1",
             )
             .bind(key).bind(s.remaining).bind(s.reset_at).bind(s.limit).bind(s.paused_until).bind(now_ms)
+            .bind(i64::from(s.free))
             .execute(pool).await?;
         });
         Ok(())

@@ -88,7 +88,7 @@ const SELECT: &str = "SELECT id, platform, scope, base_url, owner, status, risks
                       lease_owner, lease_until, created_at, updated_at FROM connections";
 
 /// Associated data binding a sealed token to its connection row.
-fn token_context(id: &str) -> String {
+pub(super) fn token_context(id: &str) -> String {
     format!("cmcp-connection-token:{id}")
 }
 

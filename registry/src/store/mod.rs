@@ -23,6 +23,7 @@ mod connections;
 mod drive;
 mod drive_channels;
 mod http_cache;
+mod key_canary;
 mod keys;
 mod places;
 mod proposals;

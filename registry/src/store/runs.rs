@@ -100,8 +100,36 @@ impl Store {
         triggered_by: RunTrigger,
         worker: &str,
     ) -> Result<String> {
-        let id = uuid::Uuid::new_v4().to_string();
+        self.start_run_as(None, connection_id, triggered_by, worker)
+            .await
+    }
+
+    /// Like [`Store::start_run`], with the id `wanted` when given (a caller
+    /// waiting for this very run chose it). A run of that id may exist
+    /// already (its job was picked up again after its worker died): the new
+    /// run then gets a fresh id.
+    pub async fn start_run_as(
+        &self,
+        wanted: Option<&str>,
+        connection_id: &str,
+        triggered_by: RunTrigger,
+        worker: &str,
+    ) -> Result<String> {
         let now = now_ms();
+        if let Some(id) = wanted {
+            let n = on_pool!(self, pool => {
+                sqlx::query(
+                    "INSERT INTO sync_runs (id, connection_id, triggered_by, worker, outcome, started_at) \
+                     VALUES ($1, $2, $3, $4, 'running', $5) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(id).bind(connection_id).bind(triggered_by.as_str()).bind(worker).bind(now)
+                .execute(pool).await?.rows_affected()
+            });
+            if n == 1 {
+                return Ok(id.to_owned());
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
         on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO sync_runs (id, connection_id, triggered_by, worker, outcome, started_at) \

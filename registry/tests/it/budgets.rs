@@ -7,6 +7,7 @@ use cmcp_registry::{BudgetGrant, BudgetSettlement, BudgetTiming};
 both_backends!(
     an_unknown_budget_admits_one_probe_then_concurrent_workers_split_what_is_left,
     settling_only_lowers_a_window_and_ignores_late_answers_of_an_old_one,
+    a_free_answer_gives_its_reserved_unit_back,
     a_pause_holds_every_worker_back,
     connections_show_the_budget_they_spend,
 );
@@ -19,6 +20,7 @@ fn reading(remaining: i64, reset_at: i64) -> BudgetSettlement {
         reset_at: Some(reset_at),
         limit: Some(10),
         paused_until: None,
+        free: false,
     }
 }
 
@@ -150,4 +152,37 @@ async fn connections_show_the_budget_they_spend(db: TestDb) {
     let ids: Vec<&str> = all.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(ids, ["github-acme", "github-other"]);
     assert!(all.iter().all(|(_, b)| b.remaining == Some(42)));
+}
+
+async fn a_free_answer_gives_its_reserved_unit_back(db: TestDb) {
+    let key = "github:abc:core";
+    assert_eq!(grant(&db, T0).await, BudgetGrant::Go);
+    db.store
+        .settle_budget(key, reading(5, T0 + 60_000), T0)
+        .await
+        .unwrap();
+    // Twenty 304s, two at a time, each answered with the unchanged figure:
+    // nothing is spent.
+    for _ in 0..10 {
+        assert_eq!(grant(&db, T0 + 1).await, BudgetGrant::Go);
+        assert_eq!(grant(&db, T0 + 1).await, BudgetGrant::Go);
+        for _ in 0..2 {
+            let free = BudgetSettlement {
+                free: true,
+                ..reading(5, T0 + 60_000)
+            };
+            db.store.settle_budget(key, free, T0 + 2).await.unwrap();
+        }
+    }
+    let row = db.store.budget(key).await.unwrap().unwrap();
+    assert_eq!((row.remaining, row.in_flight), (Some(5), 0));
+    // A free answer without a reading gives the unit back too.
+    assert_eq!(grant(&db, T0 + 3).await, BudgetGrant::Go);
+    let bare = BudgetSettlement {
+        free: true,
+        ..BudgetSettlement::default()
+    };
+    db.store.settle_budget(key, bare, T0 + 4).await.unwrap();
+    let row = db.store.budget(key).await.unwrap().unwrap();
+    assert_eq!((row.remaining, row.in_flight), (Some(5), 0));
 }

@@ -33,6 +33,10 @@ pub struct SyncConnection {
     /// 0 for a first try; retries count up.
     #[serde(default)]
     pub attempt: u32,
+    /// The id the run gets, chosen by a caller that waits for this very run
+    /// (`sync --wait`). A deferred job keeps it; a retry is another run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl Job for SyncConnection {
@@ -45,6 +49,16 @@ impl SyncConnection {
             connection_id: connection_id.into(),
             trigger,
             attempt: 0,
+            run_id: None,
+        }
+    }
+
+    /// A job whose run gets a fresh id, known before it runs: the caller
+    /// can wait for exactly that run (`Store::get_run`).
+    pub fn awaited(connection_id: impl Into<String>, trigger: RunTrigger) -> Self {
+        SyncConnection {
+            run_id: Some(uuid::Uuid::new_v4().to_string()),
+            ..SyncConnection::new(connection_id, trigger)
         }
     }
 }
@@ -80,7 +94,13 @@ pub async fn run(
 ) -> crate::Result<String> {
     // A connector with a change feed also records where each feed starts,
     // so notifications can read only what changed since.
-    let result = crate::change_feed::run_full(ctx, &job.connection_id, job.trigger).await?;
+    let result = crate::change_feed::run_full_as(
+        ctx,
+        &job.connection_id,
+        job.trigger,
+        job.run_id.as_deref(),
+    )
+    .await?;
     match result {
         SyncOutcome::Deferred { holder, until_ms } => {
             // The holder's run is its own business: this job only waits for
@@ -149,6 +169,7 @@ async fn retry(
     let next = SyncConnection {
         attempt: job.attempt + 1,
         trigger: RunTrigger::Retry,
+        run_id: None,
         ..job.clone()
     };
     queue.push(next, Some(delay), None).await?;
