@@ -2,7 +2,6 @@
 //! simulated GitHub org read by company and personal connections with their
 //! own tokens, over real sockets for the webhooks.
 
-use std::future::Future;
 use std::time::Duration;
 
 use cmcp_domain::{
@@ -11,7 +10,7 @@ use cmcp_domain::{
 use cmcp_fixtures::{Faults, GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{AliasRow, DeliveryStatus, NewConnection, SightingState, SpaceRow, Store};
-use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
+use cmcp_tests::{CONNECTION, Harness, cipher, eventually_within, fast_http, repo_address};
 use cmcp_tests::{serve_gateway, start_worker};
 use cmcp_worker::run_sync;
 
@@ -20,25 +19,6 @@ const ALICE_TOKEN: &str = "ghp_aliceOwnTokenThatMustNeverLeak0001";
 const SECOND: &str = "github-acme-2";
 const SECOND_TOKEN: &str = "ghp_secondCompanyTokenNeverLeaks00002";
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// Poll `check` until it yields a value; fail after [`LIMIT`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {LIMIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// A simulated org of `repos` repositories and the company's connection,
 /// with the queue tables in place. Nothing is synced yet.
@@ -127,7 +107,7 @@ async fn hook_to(h: &Harness, base: &str, connection: &str) {
 }
 
 async fn processed(store: &Store, connection: &str, n: usize) {
-    eventually("the deliveries are processed", || async {
+    eventually_within("the deliveries are processed", LIMIT, || async {
         let rows = store.list_deliveries(connection).await.unwrap();
         (rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Processed))
             .then_some(())
