@@ -26,6 +26,7 @@ both_backends!(
     forged_notifications_are_refused_and_make_no_job,
     renewal_opens_the_new_channel_before_stopping_the_old,
     lapsed_channel_triggers_an_incremental_sync,
+    channel_calls_wait_for_the_shared_budget,
 );
 
 /// Two drives, fully synced (so each has a changes position), with the
@@ -361,4 +362,48 @@ pub async fn lapsed_channel_triggers_an_incremental_sync(db: TestDb) {
             .count(),
         1
     );
+}
+
+/// `changes.watch` is sent through the connector's executor, so it waits
+/// for the credential's fleet budget like every read: with the budget
+/// paused for an hour (past `max_rate_limit_wait`), no channel is opened
+/// and the platform receives no call. A POST on a client of its own would
+/// open both channels here.
+pub async fn channel_calls_wait_for_the_shared_budget(db: TestDb) {
+    let h = synced(db).await;
+    let (_, budget) = h
+        .store()
+        .connection_budgets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(c, _)| c == DRIVE_CONNECTION)
+        .expect("the full sync recorded the connection's budget");
+    let now = chrono::Utc::now().timestamp_millis();
+    h.store()
+        .settle_budget(
+            &budget.budget_key,
+            cmcp_registry::BudgetSettlement {
+                paused_until: Some(now + 3_600_000),
+                ..Default::default()
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    // The settlement above gave back a unit it never reserved; take the
+    // in-flight count as it now stands.
+    let paused = h.store().budget(&budget.budget_key).await.unwrap().unwrap();
+
+    let report = ensure_channels(&h.ctx, DRIVE_CONNECTION, "https://hooks.example.com")
+        .await
+        .unwrap();
+    assert_eq!((report.opened, report.failed), (0, 2), "{report:?}");
+    assert!(
+        h.sim.channel_log().is_empty(),
+        "no call reached the platform"
+    );
+    assert!(h.sim.channels().is_empty());
+    let after = h.store().budget(&budget.budget_key).await.unwrap().unwrap();
+    assert_eq!(after.in_flight, paused.in_flight, "nothing was reserved");
 }

@@ -222,4 +222,62 @@ both_backends!(
     rename_arrives_by_webhook_without_a_full_sync,
     delivery_waits_for_a_worker_and_is_then_processed,
     rotated_secret_overlaps_then_the_old_one_is_refused,
+    delivery_re_reads_spend_the_shared_budget,
 );
+
+/// A delivery's targeted re-read is sent through the fleet's budget of the
+/// credential, like a sync's pages: the stored budget settles from the
+/// re-read's answer (GitHub reports one request fewer remaining). A re-read
+/// that bypassed the budget would leave the stored reading where the sync
+/// left it.
+pub async fn delivery_re_reads_spend_the_shared_budget(db: TestDb) {
+    let h = synced(db).await;
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let worker = start_worker(h.store(), &h.ctx);
+    webhook_to(
+        &h,
+        &format!("{base}/hooks/github/{CONNECTION}"),
+        secret.expose(),
+    )
+    .await;
+    let (_, before) = h
+        .store()
+        .connection_budgets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(c, _)| c == CONNECTION)
+        .expect("the sync recorded the connection's budget");
+    let before_remaining = before.remaining.expect("GitHub reports what remains");
+    h.sim.reset_stats();
+
+    let id = h.sim.repos()[4].id;
+    h.sim.rename_repo(id, "renamed-under-budget");
+    eventually("the delivery's re-read applied the new name", || async {
+        (active_name(h.store(), id).await.as_deref() == Some("renamed-under-budget")).then_some(())
+    })
+    .await;
+    let after = h
+        .store()
+        .budget(&before.budget_key)
+        .await
+        .unwrap()
+        .expect("the budget row is still there");
+    assert!(
+        h.sim.stats().requests >= 1,
+        "the re-read reached the platform"
+    );
+    let after_remaining = after.remaining.expect("a reading");
+    assert!(
+        after_remaining < before_remaining,
+        "the re-read settled the shared budget: {after_remaining} left, {before_remaining} before"
+    );
+    assert_eq!(after.in_flight, 0, "no reservation is left open");
+    worker.stop().await;
+    gateway.abort();
+}

@@ -5,7 +5,8 @@
 //!
 //! Channels expire silently (at most a week for Drive) and are never renewed
 //! by the platform (trap 6 of the upstream notes), so [`ensure_channels`]
-//! runs periodically (`serve` calls it every `drive_channels_every`), well
+//! runs periodically (`serve` calls [`ensure_all_channels`] every
+//! `drive_channels_every`), well
 //! inside the renewal margin. One pass, per feed that has a position:
 //!
 //! - no channel: open one, with a random channel id and a random token
@@ -133,6 +134,55 @@ pub async fn ensure_channels_at(
         });
     };
     let address = hook_address(public_url, connection.platform, connection_id);
+    ensure_with(ctx, push, connection_id, &address, policy, now_ms).await
+}
+
+/// One pass over every enabled connection whose connector offers push
+/// channels (which platforms those are is the connectors' business, not
+/// the caller's): each connection's report, or why its pass failed. Only
+/// listing the connections fails the whole call.
+pub async fn ensure_all_channels(
+    ctx: &SyncContext,
+    public_url: &str,
+) -> Result<Vec<(String, Result<ChannelReport>)>> {
+    let policy = ChannelPolicy::default();
+    let mut reports = Vec::new();
+    for connection in ctx.store.list_connections().await? {
+        if connection.status != cmcp_domain::ConnectionStatus::Enabled {
+            continue;
+        }
+        let built = crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, &connection)
+            .await
+            .map_err(WorkerError::from)
+            .and_then(|c| c.map_err(WorkerError::from));
+        let connector = match built {
+            Ok(c) => c,
+            Err(e) => {
+                reports.push((connection.id.clone(), Err(e)));
+                continue;
+            }
+        };
+        let Some(push) = connector.push_channels() else {
+            continue;
+        };
+        let address = hook_address(public_url, connection.platform, &connection.id);
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let report = ensure_with(ctx, push, &connection.id, &address, &policy, now_ms).await;
+        reports.push((connection.id.clone(), report));
+    }
+    Ok(reports)
+}
+
+/// The pass itself, with the connector's channels and the hook address.
+#[instrument(skip_all, fields(connection_id = %connection_id))]
+async fn ensure_with(
+    ctx: &SyncContext,
+    push: &dyn PushChannels,
+    connection_id: &str,
+    address: &str,
+    policy: &ChannelPolicy,
+    now_ms: i64,
+) -> Result<ChannelReport> {
     let positions = ctx.store.drive_page_tokens(connection_id).await?;
     let mut by_feed: BTreeMap<Option<String>, Vec<DriveChannelRow>> = BTreeMap::new();
     for row in ctx.store.unstopped_drive_channels(connection_id).await? {
@@ -144,7 +194,7 @@ pub async fn ensure_channels_at(
         ctx,
         channels: push,
         connection_id,
-        address: &address,
+        address,
         expiration: now_ms.saturating_add(millis(policy.lifetime)),
     };
     for p in &positions {

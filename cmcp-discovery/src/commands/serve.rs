@@ -22,7 +22,7 @@ pub async fn serve(app: &App) -> Result<()> {
             .await
     });
     let opts = WorkerOptions::unique("serve");
-    let upkeep = spawn_drive_channel_upkeep(app, &opts);
+    let upkeep = spawn_push_channel_upkeep(app, &opts);
     run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
     upkeep.abort();
     http.await.context("http task")?.context("http server")?;
@@ -57,7 +57,7 @@ fn edge_state(app: &App) -> EdgeState {
 /// A worker process only.
 pub async fn worker(app: &App) -> Result<()> {
     let opts = WorkerOptions::unique("worker");
-    let upkeep = spawn_drive_channel_upkeep(app, &opts);
+    let upkeep = spawn_push_channel_upkeep(app, &opts);
     run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
     upkeep.abort();
     Ok(())
@@ -83,12 +83,12 @@ pub async fn shutdown_signal() {
     info!("shutting down");
 }
 
-/// Keep every enabled Drive connection's push channels open: at start and
-/// then every `drive_channels_every`, open missing channels, renew those
-/// near expiry (new first, then stop the old) and run an incremental pass
-/// after a lapse. Several processes may do this at once; a duplicate
+/// Keep open the push channels of every enabled connection whose connector
+/// has them: at start and then every `drive_channels_every`, open missing
+/// channels, renew those near expiry (new first, then stop the old) and run
+/// an incremental pass after a lapse. Several processes may do this at once; a duplicate
 /// channel is stopped by the next pass.
-fn spawn_drive_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::JoinHandle<()> {
+fn spawn_push_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::JoinHandle<()> {
     let state = app.worker_state(opts);
     let public_url = app.cfg.public_url.clone();
     let every = app
@@ -99,30 +99,30 @@ fn spawn_drive_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::J
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            let connections = match state.ctx.store.list_connections().await {
-                Ok(c) => c,
+            let reports = match cmcp_worker::push_channels::ensure_all_channels(
+                &state.ctx,
+                &public_url,
+            )
+            .await
+            {
+                Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, "drive channel upkeep: cannot list connections");
+                    tracing::warn!(error = %e, "push channel upkeep: cannot list connections");
                     continue;
                 }
             };
-            for c in connections.iter().filter(|c| {
-                c.platform == cmcp_domain::Platform::Drive
-                    && c.status == cmcp_domain::ConnectionStatus::Enabled
-            }) {
-                match cmcp_worker::push_channels::ensure_channels(&state.ctx, &c.id, &public_url)
-                    .await
-                {
+            for (connection_id, report) in reports {
+                match report {
                     Ok(r) => tracing::info!(
-                        connection_id = %c.id,
+                        %connection_id,
                         opened = r.opened,
                         renewed = r.renewed,
                         lapsed = r.lapsed,
                         failed = r.failed,
-                        "drive channels checked"
+                        "push channels checked"
                     ),
                     Err(e) => {
-                        tracing::warn!(connection_id = %c.id, error = %e, "drive channel upkeep failed")
+                        tracing::warn!(%connection_id, error = %e, "push channel upkeep failed")
                     }
                 }
             }

@@ -322,6 +322,57 @@ impl<P: ApiPolicy> HttpClient<P> {
         (Err(failure), Some(headers))
     }
 
+    /// POSTs a JSON `body` once and returns the answer's body on 2xx. It
+    /// takes a concurrency permit and a unit of the budget like a GET and
+    /// settles it from the answer, so rare writes of a read-only token
+    /// (Drive's `changes.watch` and `channels.stop`) spend the fleet's
+    /// budget too. It is not retried: a POST that reached the platform may
+    /// have taken effect, so the caller decides whether to send it again.
+    pub async fn post_json(&self, url: &Url, body: &[u8], counters: &Counters) -> Result<Vec<u8>> {
+        let platform = self.policy.platform();
+        let permit = self.permits.acquire().await.ok();
+        self.admit(counters)
+            .await
+            .map_err(|f| self.final_error(f))?;
+        bump(&counters.requests);
+        let sent = self
+            .client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
+            .send()
+            .await;
+        let transport = |e: reqwest::Error| {
+            Failure::Transient(ConnectorError::Transport {
+                platform,
+                detail: format!("{}: {}", url.path(), error_chain(&e)),
+            })
+        };
+        let (result, headers) = match sent {
+            Err(e) => (Err(transport(e)), None),
+            Ok(resp) => {
+                let status = resp.status();
+                let headers = resp.headers().clone();
+                let result = match resp.bytes().await {
+                    Err(e) => Err(transport(e)),
+                    Ok(bytes) if status.is_success() => Ok(bytes.to_vec()),
+                    Ok(bytes) => Err(self.policy.classify(status, &headers, &bytes)),
+                };
+                (result, Some(headers))
+            }
+        };
+        drop(permit);
+        let observation = Observation {
+            reading: headers.as_ref().and_then(|h| self.policy.budget(h)),
+            limit: headers.as_ref().and_then(|h| self.policy.budget_limit(h)),
+            pause_until: result.as_ref().err().and_then(|f| self.pause_for(f)),
+            free: false,
+        };
+        let (ledger, key) = self.ledger();
+        ledger.settle(key, observation).await;
+        result.map_err(|f| self.final_error(f))
+    }
+
     /// How long every request of the credential should hold back after
     /// this failure (shared with the fleet through the budget).
     fn pause_for(&self, f: &Failure) -> Option<DateTime<Utc>> {

@@ -259,6 +259,21 @@ impl DriveClient {
             other => other,
         }
     }
+
+    /// POSTs a JSON body once through the session's executor (budget and
+    /// concurrency limit included). A 401 drops the session and sends once
+    /// more with a fresh access token, as [`DriveClient::get_json`] does.
+    pub async fn post_json(&self, url: &Url, body: &[u8], counters: &Counters) -> Result<Vec<u8>> {
+        let (http, _) = self.session().await?;
+        match http.post_json(url, body, counters).await {
+            Err(ConnectorError::Unauthorized { .. }) => {
+                *self.session.lock().await = None;
+                let (http, _) = self.session().await?;
+                http.post_json(url, body, counters).await
+            }
+            other => other,
+        }
+    }
 }
 
 /// Accepts `https://www.googleapis.com[/]` or a simulator's

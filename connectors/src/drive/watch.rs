@@ -3,21 +3,19 @@
 //! Drive notifications carry no signature; the channel id and token the
 //! caller chooses here, and the resource id Drive answers with, are what
 //! authenticates them later, so the caller stores all three (the token
-//! sealed). Both calls accept read-only scopes. They are POSTs, which the
-//! shared GET executor does not send, and they are rare (one per drive per
-//! renewal), so each is one attempt with the session's access token; a
-//! failure is returned classified like any Drive answer and the caller tries
-//! again at its next pass. The channel token never appears in an error or a
-//! log.
+//! sealed). Both calls accept read-only scopes. They are POSTs and rare (one
+//! per drive per renewal), so each is one attempt, not retried, through the
+//! connector's executor: it waits for and spends the fleet's budget like a
+//! read, and a failure comes back classified like any Drive answer; the
+//! caller tries again at its next pass. The channel token never appears in
+//! an error or a log.
 
 use cmcp_domain::Token;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{DriveConnector, PLATFORM};
-use crate::common::http::error_chain;
-use crate::common::policy::Failure;
+use crate::common::policy::Counters;
 use crate::error::{ConnectorError, Result};
 use crate::feed::{FeedPosition, OpenedChannel, PushChannels};
 
@@ -115,53 +113,15 @@ impl DriveConnector {
         Ok(())
     }
 
-    /// One authenticated JSON POST; the answer's body on 2xx.
+    /// One JSON POST through the connector's executor, so the call waits
+    /// for and spends the fleet's budget like every read.
     async fn post(&self, url: &url::Url, body: &Value) -> Result<Vec<u8>> {
-        let access = self.client.access_token().await?;
-        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", access.expose().trim()))
-            .map_err(|_| ConnectorError::Unauthorized {
-                platform: PLATFORM,
-                detail: "the token endpoint returned an access token unfit for a header".into(),
-            })?;
-        bearer.set_sensitive(true);
-        let cfg = self.client.config();
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .user_agent(cfg.user_agent.clone())
-            .timeout(cfg.timeout)
-            .build()
-            .map_err(|e| ConnectorError::InvalidConfig {
-                detail: format!("cannot build the HTTP client: {}", error_chain(&e)),
-            })?;
-        let resp = http
-            .post(url.clone())
-            .header(AUTHORIZATION, bearer)
-            .header(ACCEPT, "application/json")
-            .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(body).unwrap_or_default())
-            .send()
-            .await
-            .map_err(|e| ConnectorError::Transport {
-                platform: PLATFORM,
-                detail: format!("{}: {}", url.path(), error_chain(&e)),
-            })?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.map_err(|e| ConnectorError::Transport {
-            platform: PLATFORM,
-            detail: format!("{}: {}", url.path(), error_chain(&e)),
+        let bytes = serde_json::to_vec(body).map_err(|e| ConnectorError::InvalidConfig {
+            detail: format!("cannot encode a channel request: {e}"),
         })?;
-        if status.is_success() {
-            return Ok(bytes.to_vec());
-        }
-        Err(match super::client::classify(status, &headers, &bytes) {
-            Failure::Fatal(e) | Failure::Transient(e) | Failure::RetryAfter { error: e, .. } => e,
-            other => ConnectorError::Http {
-                platform: PLATFORM,
-                status: status.as_u16(),
-                detail: format!("{}: {other:?}", url.path()),
-            },
-        })
+        self.client
+            .post_json(url, &bytes, &Counters::default())
+            .await
     }
 }
 
