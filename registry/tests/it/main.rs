@@ -12,6 +12,7 @@ mod connections;
 mod drive_channels;
 mod http_cache;
 mod keys;
+mod nodelay;
 mod places;
 mod proposals;
 mod runs;
