@@ -133,6 +133,13 @@ impl TestDb {
             );
             return None;
         };
+        Some(Self::postgres_on(&admin_url, version).await)
+    }
+
+    /// A new database on the server of `admin_url`, keeping its query (so
+    /// `?sslmode=require` gives a TLS store, `disable` a plain one).
+    pub async fn postgres_on(admin_url: &str, version: Option<i64>) -> TestDb {
+        let admin_url = admin_url.to_owned();
         let name = format!("cmcp_test_{}", uuid::Uuid::new_v4().simple());
         let admin = sqlx::PgPool::connect(&admin_url)
             .await
@@ -156,12 +163,12 @@ impl TestDb {
             None => store.migrate().await.expect("migrate postgres"),
             Some(v) => store.migrate_to(v).await.expect("migrate postgres"),
         }
-        Some(TestDb {
+        TestDb {
             store,
             url,
             _dir: None,
             pg_cleanup: Some((admin_url, name)),
-        })
+        }
     }
 }
 
