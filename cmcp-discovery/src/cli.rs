@@ -29,6 +29,9 @@ pub struct Global {
     /// Log filter (e.g. info, debug, cmcp_worker=trace); also CMCP_DISCOVERY_LOG.
     #[arg(long, global = true)]
     pub log: Option<String>,
+    /// How log lines are written on stderr; also CMCP_DISCOVERY_LOG_FORMAT.
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<crate::config::LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]

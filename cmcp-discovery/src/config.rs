@@ -1,20 +1,41 @@
-//! Configuration: defaults in code, then a TOML file, then `CMCP_DISCOVERY_*`
-//! environment variables, then command-line flags. Unknown keys are errors,
-//! so a typo never silently falls back to a default.
+//! Configuration in layers, each overriding the one before: defaults in
+//! code, then a TOML file (`--config` or `CMCP_DISCOVERY_CONFIG`), then
+//! `CMCP_DISCOVERY_*` environment variables (a nested key joins its parts
+//! with `__`: `CMCP_DISCOVERY_HTTP__TIMEOUT=45s` sets `[http] timeout`),
+//! then command-line flags. Every key can be set each way, as
+//! `deploy/cmcp-discovery.example.toml` documents (a test walks them all).
+//!
+//! Unknown keys are errors, so a typo never silently falls back to a
+//! default, and an invalid value (the log filter included) stops the start
+//! with the key and the layer it came from.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use cmcp_connectors::HttpConfig;
 use cmcp_worker::{QueueConfig, SyncConfig};
-use serde::Deserialize;
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Serialize};
 
 pub const ENV_PREFIX: &str = "CMCP_DISCOVERY_";
 pub const DEFAULT_DATA_DIR: &str = ".cmcp-discovery";
 pub const DB_FILE: &str = "cmcp-discovery.db";
 pub const KEY_FILE: &str = "master.key";
 
-#[derive(Debug, Clone, Deserialize)]
+/// `CMCP_DISCOVERY_*` variables that are not config keys: the config file's
+/// path, and the master key (read by the cipher, never part of the config).
+const NOT_KEYS: [&str; 2] = ["config", "master_key"];
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where the embedded default keeps its SQLite file and master key.
@@ -26,8 +47,7 @@ pub struct Config {
     pub listen: String,
     /// `tracing` filter, e.g. `info` or `cmcp_worker=debug,info`.
     pub log: String,
-    /// `text` or `json`.
-    pub log_format: String,
+    pub log_format: LogFormat,
     pub http: HttpConfig,
     pub queue: QueueConfig,
     pub sync: SyncConfig,
@@ -51,7 +71,7 @@ impl Default for Config {
             database_url: String::new(),
             listen: "127.0.0.1:8080".to_owned(),
             log: "info".to_owned(),
-            log_format: "text".to_owned(),
+            log_format: LogFormat::Text,
             http: HttpConfig::default(),
             queue: QueueConfig::default(),
             sync: SyncConfig::default(),
@@ -70,6 +90,7 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<String>,
     pub log: Option<String>,
+    pub log_format: Option<LogFormat>,
 }
 
 impl Config {
@@ -78,51 +99,55 @@ impl Config {
             .config_file
             .clone()
             .or_else(|| env("CONFIG").map(PathBuf::from));
-        let mut cfg = match &file {
-            Some(path) => Config::from_file(path)?,
-            None => Config::default(),
-        };
-        if let Some(v) = env("DATA_DIR") {
-            cfg.data_dir = PathBuf::from(v);
-        }
-        if let Some(v) = env("DATABASE_URL") {
-            cfg.database_url = v;
-        }
-        if let Some(v) = env("LISTEN") {
-            cfg.listen = v;
-        }
-        if let Some(v) = env("LOG") {
-            cfg.log = v;
-        }
-        if let Some(v) = env("LOG_FORMAT") {
-            cfg.log_format = v;
-        }
-        if let Some(v) = &flags.data_dir {
-            cfg.data_dir = v.clone();
-        }
-        if let Some(v) = &flags.database_url {
-            cfg.database_url = v.clone();
-        }
-        if let Some(v) = &flags.listen {
-            cfg.listen = v.clone();
-        }
-        if let Some(v) = &flags.log {
-            cfg.log = v.clone();
-        }
-        if !matches!(cfg.log_format.as_str(), "text" | "json") {
-            anyhow::bail!(
-                "log_format must be \"text\" or \"json\", not {:?}",
-                cfg.log_format
-            );
-        }
-        cfg.http.validate().context("invalid [http] settings")?;
-        Ok(cfg)
+        Config::from_figment(&Config::layers(file.as_deref(), flags)?)
     }
 
-    pub fn from_file(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    /// The layers, lowest first. A named file must exist: a missing one is
+    /// a mistake, not an empty layer.
+    fn layers(file: Option<&Path>, flags: &Overrides) -> Result<Figment> {
+        let mut figment = Figment::new();
+        if let Some(path) = file {
+            std::fs::metadata(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            figment = figment.merge(Toml::file(path));
+        }
+        figment = figment.merge(Env::prefixed(ENV_PREFIX).split("__").filter(|key| {
+            !NOT_KEYS
+                .iter()
+                .any(|k| key.as_str().eq_ignore_ascii_case(k))
+        }));
+        let flags = [
+            Flag::new("data_dir", flags.data_dir.as_ref()),
+            Flag::new("database_url", flags.database_url.as_ref()),
+            Flag::new("listen", flags.listen.as_ref()),
+            Flag::new("log", flags.log.as_ref()),
+            Flag::new("log_format", flags.log_format.as_ref()),
+        ];
+        for flag in flags.into_iter().flatten() {
+            figment = figment.merge(flag);
+        }
+        Ok(figment)
+    }
+
+    /// Extracts and checks the merged layers; an error names the key and
+    /// the layer its value came from.
+    fn from_figment(figment: &Figment) -> Result<Config> {
+        let cfg: Config = figment
+            .extract()
+            .map_err(|e| anyhow!("invalid configuration: {}", describe(&e)))?;
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&cfg.log) {
+            anyhow::bail!(
+                "invalid configuration: key `log` ({}): not a log filter: {e}",
+                source_of(figment, "log")
+            );
+        }
+        cfg.http.validate().with_context(|| {
+            format!(
+                "invalid configuration: [http] settings ({})",
+                source_of(figment, "http")
+            )
+        })?;
+        Ok(cfg)
     }
 
     /// The database URL, defaulting to the SQLite file in the data dir.
@@ -139,6 +164,79 @@ impl Config {
     }
 }
 
+/// Every error figment found, each with its key and the layer it came from.
+fn describe(e: &figment::Error) -> String {
+    e.clone()
+        .into_iter()
+        .map(|e| {
+            let origin = e
+                .metadata
+                .as_ref()
+                .map_or_else(|| "default".to_owned(), |m| origin(m, &e.path));
+            if e.path.is_empty() {
+                format!("{origin}: {}", e.kind)
+            } else {
+                format!("key `{}` ({origin}): {}", e.path.join("."), e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Which layer set `key`: a file's path, a variable's name, a flag, or
+/// the default.
+fn source_of(figment: &Figment, key: &str) -> String {
+    let path: Vec<String> = key.split('.').map(str::to_owned).collect();
+    figment
+        .find_metadata(key)
+        .map_or_else(|| "default".to_owned(), |m| origin(m, &path))
+}
+
+/// A layer named for an operator: the variable itself for the environment
+/// (`CMCP_DISCOVERY_HTTP__TIMEOUT`), the file's path, or the flag.
+fn origin(m: &figment::Metadata, path: &[String]) -> String {
+    if m.name.contains("environment variable") && !path.is_empty() {
+        return format!(
+            "environment variable {ENV_PREFIX}{}",
+            path.join("__").to_ascii_uppercase()
+        );
+    }
+    match &m.source {
+        Some(source) => format!("{} {source}", m.name),
+        None => m.name.to_string(),
+    }
+}
+
+/// One command-line flag as a layer of its own, so that an error names it.
+struct Flag {
+    key: &'static str,
+    value: figment::value::Value,
+}
+
+impl Flag {
+    fn new<T: Serialize>(key: &'static str, value: Option<&T>) -> Option<Flag> {
+        let value = figment::value::Value::serialize(value?).ok()?;
+        Some(Flag { key, value })
+    }
+}
+
+impl figment::Provider for Flag {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named(format!("flag --{}", self.key.replace('_', "-")))
+    }
+
+    fn data(
+        &self,
+    ) -> std::result::Result<
+        figment::value::Map<figment::Profile, figment::value::Dict>,
+        figment::Error,
+    > {
+        let mut dict = figment::value::Dict::new();
+        dict.insert(self.key.to_owned(), self.value.clone());
+        Ok(figment::Profile::Default.collect(dict))
+    }
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(format!("{ENV_PREFIX}{name}"))
         .ok()
@@ -146,17 +244,195 @@ fn env(name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+// figment's `Jail` closures must return its own (large) error type.
+#[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
+    use figment::Jail;
+
+    fn example_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cmcp-discovery.example.toml")
+    }
+
+    fn from_file(path: &Path) -> Result<Config> {
+        Config::from_figment(&Config::layers(Some(path), &Overrides::default())?)
+    }
+
+    /// `(dotted path, value)` of every leaf of a TOML table.
+    fn leaves(prefix: &str, value: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
+        match value {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&path, v, out);
+                }
+            }
+            other => out.push((prefix.to_owned(), other.clone())),
+        }
+    }
+
+    /// The value as an operator would write it in a variable.
+    fn env_text(v: &toml::Value) -> String {
+        match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The value as one line of a TOML file, under its table.
+    fn toml_text(path: &str, v: &toml::Value) -> String {
+        match path.rsplit_once('.') {
+            Some((table, key)) => format!("[{table}]\n{key} = {v}\n"),
+            None => format!("{path} = {v}\n"),
+        }
+    }
+
+    fn load_in(jail: &Jail, flags: &Overrides) -> Result<Config> {
+        let _ = jail;
+        Config::load(flags)
+    }
 
     #[test]
     fn the_commented_example_config_parses() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cmcp-discovery.example.toml");
-        let cfg = Config::from_file(&path).unwrap();
+        let cfg = from_file(&example_path()).unwrap();
         assert_eq!(cfg.listen, "0.0.0.0:8080");
         assert!(cfg.database_url.starts_with("postgres://"));
         assert_eq!(cfg.http.per_page, 100);
+    }
+
+    /// Every key the config has is in the example file, and each of the
+    /// example's keys, set alone by file or alone by variable, gives the
+    /// same config (unknown keys are refused either way, so neither layer
+    /// can drop one silently).
+    #[test]
+    fn every_key_is_documented_and_can_be_set_by_file_and_by_variable() {
+        let defaults = toml::Value::try_from(Config::default()).unwrap();
+        let example: toml::Value =
+            toml::from_str(&std::fs::read_to_string(example_path()).unwrap()).unwrap();
+        let (mut known, mut documented) = (Vec::new(), Vec::new());
+        leaves("", &defaults, &mut known);
+        leaves("", &example, &mut documented);
+        let documented_keys: Vec<&str> = documented.iter().map(|(k, _)| k.as_str()).collect();
+        let mut missing = Vec::new();
+        for (key, _) in &known {
+            missing.extend((!documented_keys.contains(&key.as_str())).then_some(key));
+        }
+        assert!(
+            missing.is_empty(),
+            "missing from deploy/cmcp-discovery.example.toml: {missing:?}"
+        );
+        for (key, value) in &documented {
+            Jail::expect_with(|jail| {
+                jail.create_file("one.toml", &toml_text(key, value))?;
+                let by_file = from_file(Path::new("one.toml")).map_err(|e| e.to_string())?;
+                let var = format!(
+                    "{ENV_PREFIX}{}",
+                    key.replace('.', "__").to_ascii_uppercase()
+                );
+                jail.set_env(&var, env_text(value));
+                let by_env = load_in(jail, &Overrides::default()).map_err(|e| e.to_string())?;
+                assert_eq!(
+                    format!("{by_file:?}"),
+                    format!("{by_env:?}"),
+                    "`{key}` set by file and by {var}"
+                );
+                Ok(())
+            });
+        }
+    }
+
+    #[test]
+    fn layers_override_in_order_defaults_file_variables_flags() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "listen = \"10.0.0.1:1\"\nlog = \"debug\"\n[http]\ntimeout = \"5s\"\n",
+            )?;
+            jail.set_env("CMCP_DISCOVERY_CONFIG", "c.toml");
+            let cfg = load_in(jail, &Overrides::default()).unwrap();
+            assert_eq!(
+                (cfg.listen.as_str(), cfg.log.as_str()),
+                ("10.0.0.1:1", "debug")
+            );
+            assert_eq!(cfg.http.timeout, std::time::Duration::from_secs(5));
+            jail.set_env("CMCP_DISCOVERY_LISTEN", "10.0.0.2:2");
+            jail.set_env("CMCP_DISCOVERY_HTTP__TIMEOUT", "7s");
+            let cfg = load_in(jail, &Overrides::default()).unwrap();
+            assert_eq!(cfg.listen, "10.0.0.2:2");
+            assert_eq!(cfg.http.timeout, std::time::Duration::from_secs(7));
+            let flags = Overrides {
+                listen: Some("10.0.0.3:3".into()),
+                log_format: Some(LogFormat::Json),
+                ..Overrides::default()
+            };
+            let cfg = load_in(jail, &flags).unwrap();
+            assert_eq!(cfg.listen, "10.0.0.3:3");
+            assert_eq!(cfg.log_format, LogFormat::Json);
+            assert_eq!(cfg.log, "debug", "untouched layers stay");
+            // The master key is never a config key, and does not trip the
+            // unknown-key check.
+            jail.set_env("CMCP_DISCOVERY_MASTER_KEY", "00");
+            load_in(jail, &flags).unwrap();
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_invalid_value_names_its_key_and_where_it_came_from() {
+        Jail::expect_with(|jail| {
+            jail.set_env("CMCP_DISCOVERY_HTTP__MAX_ATTEMPTS", "lots");
+            let err = load_in(jail, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("key `http.max_attempts`"), "{err}");
+            assert!(err.contains("CMCP_DISCOVERY_HTTP__MAX_ATTEMPTS"), "{err}");
+            Ok(())
+        });
+        Jail::expect_with(|jail| {
+            jail.set_env("CMCP_DISCOVERY_LOG", "info,[=");
+            let err = load_in(jail, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("key `log`"), "{err}");
+            assert!(err.contains("CMCP_DISCOVERY_LOG"), "{err}");
+            Ok(())
+        });
+        Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "log_format = \"yaml\"\n")?;
+            let err = from_file(Path::new("bad.toml")).unwrap_err().to_string();
+            assert!(err.contains("key `log_format`"), "{err}");
+            assert!(err.contains("bad.toml"), "{err}");
+            Ok(())
+        });
+        Jail::expect_with(|jail| {
+            jail.set_env("CMCP_DISCOVERY_DATABSE_URL", "sqlite://x.db");
+            let err = load_in(jail, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("databse_url"), "{err}");
+            Ok(())
+        });
+        let flags = Overrides {
+            log: Some("info,[=".into()),
+            ..Overrides::default()
+        };
+        Jail::expect_with(|jail| {
+            let err = load_in(jail, &flags).unwrap_err().to_string();
+            assert!(err.contains("flag --log"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_named_config_file_that_is_missing_is_an_error() {
+        let err = from_file(Path::new("/nonexistent/cmcp.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot read config file"), "{err}");
     }
 
     #[test]

@@ -422,3 +422,53 @@ async fn sync_wait_reports_its_own_run_among_queued_syncs() {
     assert!(stdout.contains("of github-acme: complete"), "{stdout}");
     assert!(!stdout.contains("abandoned"), "{stdout}");
 }
+
+/// Logs on a pipe carry no colour codes (nor with `NO_COLOR` on a
+/// terminal), `--log-format json` writes one JSON object a line, and a log
+/// filter that does not parse stops the start naming the key and its
+/// layer instead of silently becoming `info`.
+#[test]
+fn log_format_colour_and_a_bad_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["--log", "debug", "migrate"]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("DEBUG") || stderr.contains("INFO"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes on a pipe: {stderr:?}"
+    );
+
+    let fresh = tempfile::tempdir().unwrap();
+    let out = cli(
+        fresh.path(),
+        &["--log", "info", "--log-format", "json", "migrate"],
+    );
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "migrate logs what it applied");
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v.get("level").is_some(), "{line}");
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+        .args(["migrate"])
+        .current_dir(dir.path())
+        .env("CMCP_DISCOVERY_LOG", "info,[=")
+        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
+        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("key `log`") && stderr.contains("CMCP_DISCOVERY_LOG"),
+        "{stderr}"
+    );
+}

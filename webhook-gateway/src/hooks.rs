@@ -43,7 +43,7 @@ use crate::verify::{
 };
 
 /// The gateway's settings (`[gateway]` in the config file).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
     /// Deliveries with a larger body are refused with 413. GitHub caps its

@@ -23,7 +23,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     const QUEUE: &'static str;
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
     /// How often an idle worker looks for new jobs.

@@ -24,7 +24,7 @@ use tracing::{info, instrument, warn};
 use crate::error::{Result, WorkerError};
 use crate::lease::ConnectionLease;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SyncConfig {
     /// How long a sync lease lasts without renewal. A killed worker's

@@ -32,6 +32,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             _ => None,
         },
         log: cli.global.log.clone(),
+        log_format: cli.global.log_format,
     };
     let cfg = Config::load(&overrides)?;
     // The demo narrates on stdout; keep the logs to warnings unless asked.
@@ -47,7 +48,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     } else {
         cfg
     };
-    crate::logging::init(&cfg.log, &cfg.log_format);
+    crate::logging::init(&cfg.log, cfg.log_format);
     match cli.command {
         #[cfg(feature = "demo")]
         Command::Demo { repos } => demo::run(cfg, repos).await,
