@@ -173,7 +173,7 @@ pub enum AddCmd {
     },
     /// A Jira Cloud site (its projects, archived and trashed ones included).
     Jira {
-        /// Site URL, e.g. https://acme.atlassian.net.
+        /// The site, e.g. acme.atlassian.net (https:// is assumed).
         #[arg(long)]
         site: String,
         /// File holding the API token.

@@ -472,3 +472,92 @@ fn log_format_colour_and_a_bad_filter() {
         "{stderr}"
     );
 }
+
+/// The small defects operators met, each with what it now says: `runs` of
+/// an unknown connection is an error and an empty history says so; the
+/// README's Jira example (a bare site host) is accepted; a Bitbucket base
+/// URL ending in /2.0 gets a hint instead of a later "workspace not found";
+/// the app-password refusal names the flags the CLI takes.
+#[test]
+fn small_defects_get_clear_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["runs", "nope"]);
+    assert!(!out.status.success(), "runs of an unknown connection");
+    assert!(
+        text(&out).1.contains("\"nope\" not found"),
+        "{}",
+        text(&out).1
+    );
+
+    std::fs::write(dir.path().join("token"), "secret-token\n").unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "jira",
+            "--site",
+            "acme.atlassian.net",
+            "--email",
+            "you@acme.example",
+            "--token-file",
+            "token",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(
+        text(&out).0.contains("jira-acme-atlassian-net"),
+        "{}",
+        text(&out).0
+    );
+    let out = cli(dir.path(), &["runs", "jira-acme-atlassian-net"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(
+        text(&out)
+            .0
+            .contains("no runs of jira-acme-atlassian-net yet"),
+        "{}",
+        text(&out).0
+    );
+
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "bitbucket",
+            "--workspace",
+            "acme",
+            "--token-file",
+            "token",
+            "--base-url",
+            "https://api.bitbucket.org/2.0",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).1.contains("adds /2.0 itself"),
+        "{}",
+        text(&out).1
+    );
+
+    // An app password goes with a user name, not an e-mail.
+    std::fs::write(dir.path().join("app-password"), "ATBBx\n").unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "bitbucket",
+            "--workspace",
+            "acme",
+            "--email",
+            "jdoe",
+            "--token-file",
+            "app-password",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = text(&out).1;
+    assert!(err.contains("--email") && !err.contains("basic:<"), "{err}");
+}

@@ -81,8 +81,14 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             id,
         }) => {
             let raw = read_token_file(&token_file)?;
-            let site_url = url::Url::parse(site.trim()).with_context(|| {
-                format!("--site {site:?} is not a URL (e.g. https://acme.atlassian.net)")
+            // A bare host (`acme.atlassian.net`, as the README writes it) is
+            // the site over https.
+            let site_text = match site.trim() {
+                s if s.contains("://") => s.to_owned(),
+                s => format!("https://{s}"),
+            };
+            let site_url = url::Url::parse(&site_text).with_context(|| {
+                format!("--site {site:?} is not a site (e.g. acme.atlassian.net)")
             })?;
             let Some(host) = site_url.host_str().map(str::to_ascii_lowercase) else {
                 bail!("--site {site:?} has no host");

@@ -97,9 +97,18 @@ pub fn print_run(r: &SyncRunRow) {
 }
 
 pub async fn runs(app: &App, connection: Option<&str>, limit: i64, json: bool) -> Result<()> {
+    // A connection that does not exist is an error, not an empty list.
+    if let Some(c) = connection {
+        app.store.get_connection(c).await?;
+    }
     let runs = app.store.list_runs(connection, limit).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
+    } else if runs.is_empty() {
+        match connection {
+            Some(c) => println!("no runs of {c} yet: `cmcp-discovery sync {c}` starts one"),
+            None => println!("no runs yet"),
+        }
     } else {
         for r in &runs {
             print_run(r);

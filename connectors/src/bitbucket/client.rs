@@ -22,9 +22,10 @@ const PLATFORM: Platform = Platform::Bitbucket;
 
 /// Why an app password is refused, and what to use instead.
 pub const APP_PASSWORD_REFUSED: &str = "Bitbucket app passwords stopped working in 2026 \
-     (brownouts from June 9, removal on July 28, 2026); create an API token with scopes \
-     (Basic auth with your Atlassian account e-mail: `basic:<email>:<token>`) or a \
-     workspace/project access token (`bearer:<token>`) instead";
+     (brownouts from June 9, removal on July 28, 2026); use an API token with read scopes \
+     together with your Atlassian account e-mail (`connection add bitbucket --email <e-mail> \
+     --token-file <file>`), or a workspace, project or repository access token \
+     (`--token-file <file>` alone)";
 
 /// Reads the credential text of a Bitbucket connection: `bearer:<token>`
 /// (access token), `basic:<email>:<token>` (API token) or a bare access
@@ -60,6 +61,19 @@ pub struct BitbucketClient {
 impl BitbucketClient {
     pub fn new(base_url: &str, token: &Token, cfg: HttpConfig) -> Result<Self> {
         let base = atlassian::parse_base(PLATFORM, base_url)?;
+        if base
+            .path_segments()
+            .and_then(|mut s| s.rfind(|p| !p.is_empty()))
+            == Some("2.0")
+        {
+            return Err(ConnectorError::InvalidConfig {
+                detail: format!(
+                    "Bitbucket base URL {base_url:?} ends in /2.0: give the API's root \
+                     (https://api.bitbucket.org, or your proxy's prefix before /2.0); \
+                     the connector adds /2.0 itself"
+                ),
+            });
+        }
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, credential(token)?.header(PLATFORM)?);
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
@@ -110,6 +124,9 @@ mod tests {
             let e = credential(&Token::new(text)).unwrap_err().to_string();
             assert!(e.contains("July 28, 2026"), "{e}");
             assert!(e.contains("API token"), "{e}");
+            // The way out is spelled as the CLI takes it.
+            assert!(e.contains("--email") && e.contains("--token-file"), "{e}");
+            assert!(!e.contains("basic:<"), "{e}");
             assert!(!e.contains("ATBBxyz"), "{e}");
         }
         assert!(matches!(
@@ -123,6 +140,26 @@ mod tests {
         assert_eq!(
             credential(&Token::new("rawtoken")).unwrap(),
             Credential::Bearer("rawtoken".into())
+        );
+    }
+
+    #[test]
+    fn a_base_url_ending_in_the_api_version_gets_a_hint() {
+        let cfg = HttpConfig::default();
+        let token = Token::new("bearer:at");
+        for base in [
+            "https://api.bitbucket.org/2.0",
+            "https://proxy.acme.example/bb/2.0/",
+        ] {
+            let e = BitbucketClient::new(base, &token, cfg.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("adds /2.0 itself"), "{e}");
+        }
+        let c = BitbucketClient::new("https://proxy.acme.example/bb", &token, cfg).unwrap();
+        assert_eq!(
+            c.endpoint(&["workspaces", "acme"]).as_str(),
+            "https://proxy.acme.example/bb/2.0/workspaces/acme"
         );
     }
 

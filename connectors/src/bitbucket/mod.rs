@@ -46,16 +46,18 @@ pub struct BitbucketConnector {
 }
 
 /// Scopes that let a credential change something: legacy names
-/// (`repository:write`, `project:admin`) and granular ones
-/// (`write:repository:bitbucket`, `delete:project:bitbucket`).
+/// (`repository:write`, `project:admin`, and `webhook`, which lets it
+/// create and delete hooks) and granular ones (`write:repository:bitbucket`,
+/// `delete:project:bitbucket`; `read:webhook:bitbucket` only reads).
 pub fn write_scope_risk(headers: &HeaderMap) -> Option<RiskNotice> {
     let scopes = headers.get("x-oauth-scopes")?.to_str().ok()?;
     let writes: Vec<&str> = scopes
         .split([',', ' '])
         .map(str::trim)
         .filter(|s| {
-            s.split(':')
-                .any(|part| matches!(part, "write" | "admin" | "delete"))
+            *s == "webhook"
+                || s.split(':')
+                    .any(|part| matches!(part, "write" | "admin" | "delete"))
         })
         .collect();
     (!writes.is_empty()).then(|| RiskNotice {
@@ -268,6 +270,7 @@ mod tests {
             "project:admin, repository",
             "read:repository:bitbucket, write:repository:bitbucket",
             "delete:project:bitbucket",
+            "repository, webhook",
         ] {
             let r = write_scope_risk(&scopes(risky)).unwrap_or_else(|| panic!("{risky}"));
             assert_eq!(r.code, "write-scope");
@@ -275,6 +278,7 @@ mod tests {
         for safe in [
             "repository, project",
             "read:repository:bitbucket, read:project:bitbucket",
+            "read:webhook:bitbucket, repository",
         ] {
             assert_eq!(write_scope_risk(&scopes(safe)), None, "{safe}");
         }
