@@ -61,7 +61,7 @@ pub enum Command {
     /// Manage connections.
     #[command(subcommand)]
     Connection(ConnectionCmd),
-    /// Queue a sync of one connection.
+    /// Queue a sync of one connection. With --wait, exit 3 when the run ends partial.
     Sync {
         connection: String,
         /// Run a worker in this process and wait for the run to finish.
@@ -70,6 +70,9 @@ pub enum Command {
         /// Give up waiting after this many seconds.
         #[arg(long, default_value_t = 600)]
         timeout_secs: u64,
+        /// Print the run (or the queued job) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Read the registry.
     #[command(subcommand)]
@@ -83,6 +86,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Shell completions on stdout (e.g. `completions bash > /etc/bash_completion.d/cmcp-discovery`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout: `man <(cmcp-discovery man)`.
+    Man,
     /// The audit log, newest first.
     Audit {
         #[arg(long, default_value_t = 50)]

@@ -28,7 +28,11 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            if e.downcast_ref::<commands::PartialRun>().is_some() {
+                std::process::ExitCode::from(commands::PARTIAL_EXIT)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }

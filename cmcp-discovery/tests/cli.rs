@@ -561,3 +561,81 @@ fn small_defects_get_clear_answers() {
     let err = text(&out).1;
     assert!(err.contains("--email") && !err.contains("basic:<"), "{err}");
 }
+
+/// Documented exit codes: 2 for a usage error (clap's), 3 for a sync that
+/// ended partial (a page kept failing), 1 for other errors; `--json` on
+/// `sync --wait` prints the run. Completions and the manual page are
+/// generated from the same command tree.
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_json_completions_and_manual() {
+    cmcp_tests::init_tls();
+    let sim = cmcp_fixtures::GithubSim::start(cmcp_fixtures::GithubSimConfig {
+        repos: 60,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        faults: cmcp_fixtures::Faults {
+            failing_pages: [2].into(),
+            ..cmcp_fixtures::Faults::default()
+        },
+        ..cmcp_fixtures::GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fast.toml"),
+        "[queue]\npoll_interval = \"100ms\"\n[http]\nper_page = 20\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("token"), cmcp_tests::TOKEN).unwrap();
+    let base = sim.base_url();
+    let path = dir.path().to_owned();
+    let run = move |args: &[&str]| {
+        let mut all = vec!["--config", "fast.toml"];
+        all.extend_from_slice(args);
+        cli(&path, &all)
+    };
+    let out = run(&["sync", "--no-such-flag", "x"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    let out = run(&["sync", "nope"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out).1);
+    let out = run(&[
+        "connection",
+        "add",
+        "github",
+        "--org",
+        "acme",
+        "--token-file",
+        "token",
+        "--base-url",
+        &base,
+    ]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    let out = tokio::task::spawn_blocking(move || {
+        run(&[
+            "sync",
+            "github-acme",
+            "--wait",
+            "--json",
+            "--timeout-secs",
+            "120",
+        ])
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    let run: serde_json::Value = serde_json::from_str(&stdout).expect("the run as JSON");
+    assert_eq!(run["outcome"], "partial", "{run}");
+    assert!(stderr.contains("ended partial"), "{stderr}");
+
+    let out = cli(dir.path(), &["completions", "bash"]);
+    assert!(out.status.success());
+    assert!(text(&out).0.contains("cmcp-discovery") && text(&out).0.contains("webhook"));
+    let out = cli(dir.path(), &["man"]);
+    assert!(out.status.success());
+    assert!(
+        text(&out).0.starts_with(".ie") || text(&out).0.contains(".TH"),
+        "{}",
+        text(&out).0
+    );
+}

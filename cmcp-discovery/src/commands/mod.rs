@@ -17,10 +17,38 @@ use crate::app::App;
 use crate::cli::{Cli, Command};
 use crate::config::{Config, Overrides};
 
+/// A run that ended partial: `main` exits with [`PARTIAL_EXIT`] for it.
+#[derive(Debug)]
+pub struct PartialRun(pub String);
+
+impl std::fmt::Display for PartialRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PartialRun {}
+
+/// Exit codes, as the README documents them: 0 ok, 1 error, 2 usage (clap's
+/// own), 3 a sync that ended partial.
+pub const PARTIAL_EXIT: u8 = 3;
+
 pub async fn run(cli: Cli) -> Result<()> {
-    // A probe needs no configuration and no store.
-    if let Command::Health { url } = &cli.command {
-        return health::run(url).await;
+    // A probe needs no configuration and no store; nor do the generated
+    // completions and manual.
+    match &cli.command {
+        Command::Health { url } => return health::run(url).await,
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "cmcp-discovery", &mut std::io::stdout());
+            return Ok(());
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+            return Ok(());
+        }
+        _ => {}
     }
     let overrides = Overrides {
         config_file: cli.global.config.clone(),
@@ -67,7 +95,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                     connection,
                     wait,
                     timeout_secs,
-                } => sync::run(&app, &connection, wait, timeout_secs).await,
+                    json,
+                } => sync::run(&app, &connection, wait, timeout_secs, json).await,
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
                 Command::Places(cmd) => places::run(&app, cmd).await,
                 Command::Keys(cmd) => keys::run(&app, cmd).await,
@@ -77,7 +106,9 @@ pub async fn run(cli: Cli) -> Result<()> {
                     json,
                 } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
-                Command::Health { .. } => unreachable!("handled above"),
+                Command::Health { .. } | Command::Completions { .. } | Command::Man => {
+                    unreachable!("handled above")
+                }
                 #[cfg(feature = "demo")]
                 Command::Demo { .. } => unreachable!("handled above"),
             }

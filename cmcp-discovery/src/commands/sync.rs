@@ -8,14 +8,27 @@ use cmcp_worker::{SyncConnection, WorkerOptions, run_workers};
 use super::when;
 use crate::app::App;
 
-pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> Result<()> {
+pub async fn run(
+    app: &App,
+    connection: &str,
+    wait: bool,
+    timeout_secs: u64,
+    json: bool,
+) -> Result<()> {
     // Fail on an unknown connection before queueing anything.
     app.store.get_connection(connection).await?;
     if !wait {
         app.queue()
             .push(SyncConnection::new(connection, RunTrigger::Cli), None, None)
             .await?;
-        println!("sync of {connection} queued; a worker (serve or worker) will pick it up");
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"connection": connection, "queued": true})
+            );
+        } else {
+            println!("sync of {connection} queued; a worker (serve or worker) will pick it up");
+        }
         return Ok(());
     }
     // The job names its run, so what is reported is this run, whichever
@@ -24,11 +37,19 @@ pub async fn run(app: &App, connection: &str, wait: bool, timeout_secs: u64) -> 
     let run_id = job.run_id.clone().unwrap_or_default();
     app.queue().push(job, None, None).await?;
     let run = sync_and_wait_for(app, &run_id, Duration::from_secs(timeout_secs)).await?;
-    print_run(&run);
-    if run.outcome != RunOutcome::Complete {
-        bail!("sync of {connection} ended {}", run.outcome.as_str());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&run)?);
+    } else {
+        print_run(&run);
     }
-    Ok(())
+    match run.outcome {
+        RunOutcome::Complete => Ok(()),
+        RunOutcome::Partial => Err(super::PartialRun(format!(
+            "sync of {connection} ended partial: some pages failed, so nothing was marked missing"
+        ))
+        .into()),
+        other => bail!("sync of {connection} ended {}", other.as_str()),
+    }
 }
 
 /// Run a worker in this process until the run `run_id` finishes (another
