@@ -116,11 +116,20 @@ pub enum Command {
     },
 }
 
+/// `connection add`: the platform's arguments, and how to print the result.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Print the new connection as JSON (never its token).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub platform: AddCmd,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ConnectionCmd {
     /// Add a connection.
-    #[command(subcommand)]
-    Add(AddCmd),
+    Add(AddArgs),
     /// List connections with their status, risks and last run.
     List {
         #[arg(long)]
@@ -132,6 +141,9 @@ pub enum ConnectionCmd {
         /// Print the webhook secret (audited).
         #[arg(long)]
         show_secret: bool,
+        /// Print the URL, the steps and (with --show-secret) the secret as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Make a new webhook secret; the old one stays valid for the overlap.
     RotateSecret {

@@ -639,3 +639,64 @@ async fn exit_codes_json_completions_and_manual() {
         text(&out).0
     );
 }
+
+/// `connection add` and `webhook-info` print JSON when asked: the row
+/// without its token, and the secret only with --show-secret (audited).
+#[test]
+fn connection_add_and_webhook_info_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "ghp_jsonsecret\n").unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "github",
+            "--org",
+            "acme",
+            "--token-file",
+            "token",
+            "--json",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let row: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(row["id"], "github-acme", "{row}");
+    assert!(!stdout.contains("ghp_jsonsecret"), "{stdout}");
+
+    let out = cli(
+        dir.path(),
+        &["connection", "webhook-info", "github-acme", "--json"],
+    );
+    let info: serde_json::Value = serde_json::from_str(&text(&out).0).expect("JSON");
+    assert!(
+        info["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/hooks/github/github-acme"),
+        "{info}"
+    );
+    assert!(info["secret"].is_null(), "{info}");
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "webhook-info",
+            "github-acme",
+            "--json",
+            "--show-secret",
+        ],
+    );
+    let info: serde_json::Value = serde_json::from_str(&text(&out).0).expect("JSON");
+    assert!(
+        info["secret"].as_str().is_some_and(|s| !s.is_empty()),
+        "{info}"
+    );
+    let out = cli(dir.path(), &["audit", "--json"]);
+    assert!(
+        text(&out).0.contains("connection.webhook-secret-shown"),
+        "{}",
+        text(&out).0
+    );
+}

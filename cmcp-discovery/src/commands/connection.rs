@@ -4,17 +4,21 @@ use cmcp_registry::NewConnection;
 
 use super::when;
 use crate::app::App;
-use crate::cli::{AddCmd, ConnectionCmd};
+use crate::cli::{AddArgs, AddCmd, ConnectionCmd};
 
 pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
     match cmd {
-        ConnectionCmd::Add(AddCmd::Github {
-            org,
-            token_file,
-            base_url,
-            web_host,
-            id,
-            person,
+        ConnectionCmd::Add(AddArgs {
+            json,
+            platform:
+                AddCmd::Github {
+                    org,
+                    token_file,
+                    base_url,
+                    web_host,
+                    id,
+                    person,
+                },
         }) => {
             // The tenant comes from this configuration: refuse one that
             // cannot give it before anything is stored.
@@ -41,22 +45,23 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                 },
             )
             .await?;
-            println!(
-                "added connection {} ({} {} via {}, tenant {tenant})",
-                row.id, row.platform, row.scope, row.base_url
-            );
-            println!(
-                "the token is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
-                row.id
-            );
-            Ok(())
+            added(
+                &row,
+                &format!("via {}, tenant {tenant}", row.base_url),
+                "token",
+                json,
+            )
         }
-        ConnectionCmd::Add(AddCmd::Bitbucket {
-            workspace,
-            token_file,
-            email,
-            base_url,
-            id,
+        ConnectionCmd::Add(AddArgs {
+            json,
+            platform:
+                AddCmd::Bitbucket {
+                    workspace,
+                    token_file,
+                    email,
+                    base_url,
+                    id,
+                },
         }) => {
             let raw = read_token_file(&token_file)?;
             // The connector reads the credential kind from the text:
@@ -70,15 +75,28 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                 None => Credential::Bearer(raw.expose().to_owned()).to_token(),
             };
             let id = id.unwrap_or_else(|| default_id("bitbucket", &workspace));
-            add_atlassian(app, id, Platform::Bitbucket, workspace, base_url, token).await
+            add_atlassian(
+                app,
+                id,
+                Platform::Bitbucket,
+                workspace,
+                base_url,
+                token,
+                json,
+            )
+            .await
         }
-        ConnectionCmd::Add(AddCmd::Jira {
-            site,
-            token_file,
-            email,
-            scoped,
-            cloud_id,
-            id,
+        ConnectionCmd::Add(AddArgs {
+            json,
+            platform:
+                AddCmd::Jira {
+                    site,
+                    token_file,
+                    email,
+                    scoped,
+                    cloud_id,
+                    id,
+                },
         }) => {
             let raw = read_token_file(&token_file)?;
             // A bare host (`acme.atlassian.net`, as the README writes it) is
@@ -110,17 +128,21 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
             }
             .to_token();
             let id = id.unwrap_or_else(|| default_id("jira", &scope));
-            add_atlassian(app, id, Platform::Jira, scope, base_url, token).await
+            add_atlassian(app, id, Platform::Jira, scope, base_url, token, json).await
         }
-        ConnectionCmd::Add(AddCmd::Drive {
-            domain,
-            service_account_file,
-            subject,
-            depth,
-            domain_admin_access,
-            base_url,
-            token_url,
-            id,
+        ConnectionCmd::Add(AddArgs {
+            json,
+            platform:
+                AddCmd::Drive {
+                    domain,
+                    service_account_file,
+                    subject,
+                    depth,
+                    domain_admin_access,
+                    base_url,
+                    token_url,
+                    id,
+                },
         }) => {
             add_drive(
                 app,
@@ -134,6 +156,7 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
                     token_url,
                     id,
                 },
+                json,
             )
             .await
         }
@@ -159,7 +182,7 @@ struct DriveArgs {
 /// settings say whom to impersonate and how deep to list. The key and the
 /// settings are checked (by building the connector) before anything is
 /// stored.
-async fn add_drive(app: &App, a: DriveArgs) -> Result<()> {
+async fn add_drive(app: &App, a: DriveArgs, json: bool) -> Result<()> {
     let key = std::fs::read_to_string(&a.service_account_file).with_context(|| {
         format!(
             "cannot read service-account file {}",
@@ -200,15 +223,12 @@ async fn add_drive(app: &App, a: DriveArgs) -> Result<()> {
         },
     )
     .await?;
-    println!(
-        "added connection {} (drive {} as {}, depth {})",
-        row.id, row.scope, settings.subject, settings.depth
-    );
-    println!(
-        "the service-account key is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
-        row.id
-    );
-    Ok(())
+    added(
+        &row,
+        &format!("as {}, depth {}", settings.subject, settings.depth),
+        "service-account key",
+        json,
+    )
 }
 
 async fn add_atlassian(
@@ -218,6 +238,7 @@ async fn add_atlassian(
     scope: String,
     base_url: String,
     token: Token,
+    json: bool,
 ) -> Result<()> {
     // Refuse what cannot work (an app password, a bad URL) before storing it.
     let spec = ConnectionSpec {
@@ -244,12 +265,22 @@ async fn add_atlassian(
         },
     )
     .await?;
+    added(&row, &format!("via {}", row.base_url), "token", json)
+}
+
+/// Tells what was added: a line for a person, or the row (never its
+/// credential) as JSON.
+fn added(row: &cmcp_registry::ConnectionRow, how: &str, secret: &str, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(row)?);
+        return Ok(());
+    }
     println!(
-        "added connection {} ({} {} via {})",
-        row.id, row.platform, row.scope, row.base_url
+        "added connection {} ({} {} {how})",
+        row.id, row.platform, row.scope
     );
     println!(
-        "the token is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
+        "the {secret} is sealed at rest and will not be shown again; run: cmcp-discovery sync {} --wait",
         row.id
     );
     Ok(())

@@ -15,7 +15,8 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
         ConnectionCmd::WebhookInfo {
             connection,
             show_secret,
-        } => info(app, &connection, show_secret).await,
+            json,
+        } => info(app, &connection, show_secret, json).await,
         ConnectionCmd::RotateSecret {
             connection,
             overlap_secs,
@@ -64,7 +65,7 @@ pub fn steps(platform: Platform, url: &str) -> Vec<String> {
     }
 }
 
-async fn info(app: &App, connection: &str, show_secret: bool) -> Result<()> {
+async fn info(app: &App, connection: &str, show_secret: bool, json: bool) -> Result<()> {
     let row = app.store.get_connection(connection).await?;
     // Connections made before webhooks existed get their secret now.
     let secret = app
@@ -72,12 +73,10 @@ async fn info(app: &App, connection: &str, show_secret: bool) -> Result<()> {
         .current_webhook_secret(&app.cipher, &row.id)
         .await?;
     let url = hook_url(&app.cfg.public_url, row.platform, &row.id);
-    println!("connection {} ({} {})", row.id, row.platform, row.scope);
-    println!("webhook url: {url}");
-    for step in steps(row.platform, &url) {
-        println!("  - {step}");
-    }
-    if show_secret && row.platform != Platform::Drive {
+    let steps = steps(row.platform, &url);
+    // Drive notifications carry no secret: there is none to show.
+    let shown = show_secret && row.platform != Platform::Drive;
+    if shown {
         app.store
             .append_audit(&NewAuditEntry {
                 actor: format!("cli:{}", whoami()),
@@ -88,6 +87,25 @@ async fn info(app: &App, connection: &str, show_secret: bool) -> Result<()> {
                 after: None,
             })
             .await?;
+    }
+    if json {
+        let value = serde_json::json!({
+            "connection": row.id,
+            "platform": row.platform,
+            "scope": row.scope,
+            "url": url,
+            "steps": steps,
+            "secret": shown.then(|| secret.expose().to_owned()),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("connection {} ({} {})", row.id, row.platform, row.scope);
+    println!("webhook url: {url}");
+    for step in steps {
+        println!("  - {step}");
+    }
+    if shown {
         println!("secret: {}", secret.expose());
     } else if row.platform != Platform::Drive {
         println!("secret: [hidden] (add --show-secret to print it; that is audited)");
