@@ -265,6 +265,8 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(list_audit))
         .merge(crate::client_api::routes())
         .split_for_parts();
+    let mut doc = doc;
+    crate::client_api::document_errors(&mut doc);
     let doc = std::sync::Arc::new(doc);
     router
         .route(

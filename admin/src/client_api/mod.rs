@@ -4,6 +4,7 @@
 //! (see [`asking`]): company spaces, plus the named person's private ones.
 
 pub mod asking;
+mod errors_doc;
 pub mod wire;
 
 use axum::Json;
@@ -19,6 +20,7 @@ use utoipa_axum::routes;
 use crate::AdminState;
 use crate::error::AdminError;
 use asking::{Asking, person_id, viewer_for};
+pub use errors_doc::document_errors;
 use wire::{AmbiguousResponse, ChangesResponse, ManifestResponse, ResolveResponse};
 
 /// A manifest diff spanning more changes than this answers the whole

@@ -320,6 +320,9 @@ async fn the_feed_over_http_gives_every_change_once(db: TestDb) {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+/// A documented path, the request path, key, person and expected status.
+type Call<'a> = (&'a str, String, Option<&'a str>, Option<&'a str>, u16);
+
 async fn answers_match_the_openapi_document(db: TestDb) {
     seed(&db.store).await;
     put(&db.store, &[project(3, "PAY", "Payments EU")]).await;
@@ -333,7 +336,7 @@ async fn answers_match_the_openapi_document(db: TestDb) {
     let resolve = "/v1/spaces/resolve";
     let manifest = "/v1/people/{person}/manifest";
     let changes = "/v1/changes";
-    let calls: Vec<(&str, String, Option<&str>, Option<&str>, u16)> = vec![
+    let calls: Vec<Call> = vec![
         (
             resolve,
             format!("{resolve}?fingerprint={}", enc(ALICE_REMOTE)),
@@ -434,6 +437,18 @@ async fn answers_match_the_openapi_document(db: TestDb) {
             403,
         ),
     ];
+    // The checker itself refuses what the document does not say.
+    let error = response_schema(&doc, "get", changes, 401);
+    assert!(
+        !violations(
+            &doc,
+            error,
+            &serde_json::json!({"error": "x", "extra": 1}),
+            "$"
+        )
+        .is_empty()
+    );
+    assert!(!violations(&doc, error, &serde_json::json!({"message": "x"}), "$").is_empty());
     for (template, path, k, p, want) in calls {
         let (status, body) = get(&srv, &path, k, p).await;
         assert_eq!(status.as_u16(), want, "{path}: {body}");
