@@ -201,6 +201,31 @@ async fn bench_resolve(label: &str, store: &Store, s: &Sizes) {
         )
     })
     .await;
+    // One request at a time: the service time without queueing.
+    let mut alone = Vec::new();
+    for i in 0..500u64 {
+        let t = Instant::now();
+        let r = srv
+            .http
+            .get(format!(
+                "{}/v1/spaces/resolve?fingerprint={}",
+                srv.base,
+                fingerprint(i * 31, s.spaces)
+            ))
+            .bearer_auth(&srv.key)
+            .header("X-CMCP-Person", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        alone.push(t.elapsed());
+    }
+    alone.sort();
+    println!(
+        "[{label}] resolve one at a time: p50 {:.2} ms, p99 {:.2} ms",
+        ms(quantile(&alone, 0.5)),
+        ms(quantile(&alone, 0.99))
+    );
     let (h50, h99, hf) = load(&srv, s.rate, s.seconds, |_| "/healthz".to_owned()).await;
     let n = s.spaces;
     let (r50, r99, rf) = load(&srv, s.rate, s.seconds, |i| {
