@@ -227,44 +227,52 @@ impl Store {
         let owner = Owner::Person(person.to_owned()).as_db();
         let visible = "(owner = 'company' OR owner = $1) AND status <> 'tombstoned'";
         let mut spaces: Vec<SpaceRow> = Vec::new();
-        let mut aliases: HashMap<SpaceAddress, Vec<AliasRow>> = HashMap::new();
-        let batches: Vec<Vec<String>> = match only {
-            None => vec![Vec::new()],
-            Some([]) => Vec::new(),
-            Some(list) => list
-                .chunks(CHUNK)
-                .map(|c| c.iter().map(|a| a.to_string()).collect())
-                .collect(),
-        };
-        for batch in batches {
-            let within = if only.is_some() {
-                format!("AND address IN ({})", placeholders(2, batch.len()))
-            } else {
-                String::new()
-            };
-            let space_sql = format!(
-                "SELECT {SPACE_COLUMNS} FROM spaces WHERE {visible} {within} ORDER BY address"
-            );
-            let alias_sql = format!(
-                "SELECT {ALIAS_COLUMNS} FROM aliases WHERE space_address IN \
-                 (SELECT address FROM spaces WHERE {visible} {within}) ORDER BY id"
-            );
-            let (raw_spaces, raw_aliases): (Vec<RawSpace>, Vec<RawAlias>) = on_pool!(self, pool => {
-                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(space_sql)).bind(&owner);
-                for a in &batch {
-                    q = q.bind(a);
+        match only {
+            None => {
+                let sql =
+                    format!("SELECT {SPACE_COLUMNS} FROM spaces WHERE {visible} ORDER BY address");
+                let raws: Vec<RawSpace> = on_pool!(self, pool => {
+                    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&owner).fetch_all(pool).await?
+                });
+                for raw in raws {
+                    spaces.push(raw.try_into()?);
                 }
-                let s = q.fetch_all(pool).await?;
-                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(alias_sql)).bind(&owner);
-                for a in &batch {
-                    q = q.bind(a);
-                }
-                (s, q.fetch_all(pool).await?)
-            });
-            for raw in raw_spaces {
-                spaces.push(raw.try_into()?);
             }
-            for raw in raw_aliases {
+            Some(list) => {
+                for chunk in list.chunks(CHUNK) {
+                    let sql = format!(
+                        "SELECT {SPACE_COLUMNS} FROM spaces WHERE {visible} AND address IN ({}) ORDER BY address",
+                        placeholders(2, chunk.len())
+                    );
+                    let raws: Vec<RawSpace> = on_pool!(self, pool => {
+                        let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&owner);
+                        for a in chunk {
+                            q = q.bind(a.to_string());
+                        }
+                        q.fetch_all(pool).await?
+                    });
+                    for raw in raws {
+                        spaces.push(raw.try_into()?);
+                    }
+                }
+            }
+        }
+        // Aliases by address (the `aliases_by_space` index), never by a
+        // scan joined to the visibility filter.
+        let mut aliases: HashMap<SpaceAddress, Vec<AliasRow>> = HashMap::new();
+        for chunk in spaces.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT {ALIAS_COLUMNS} FROM aliases WHERE space_address IN ({}) ORDER BY id",
+                placeholders(1, chunk.len())
+            );
+            let raws: Vec<RawAlias> = on_pool!(self, pool => {
+                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+                for s in chunk {
+                    q = q.bind(s.address.to_string());
+                }
+                q.fetch_all(pool).await?
+            });
+            for raw in raws {
                 let a = AliasRow::try_from(raw)?;
                 aliases.entry(a.space_address.clone()).or_default().push(a);
             }
