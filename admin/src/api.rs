@@ -263,7 +263,10 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(list_connections))
         .routes(routes!(set_connection_status))
         .routes(routes!(list_audit))
+        .merge(crate::client_api::routes())
         .split_for_parts();
+    let mut doc = doc;
+    crate::client_api::document_errors(&mut doc);
     let doc = std::sync::Arc::new(doc);
     router
         .route(

@@ -31,6 +31,18 @@ pub async fn create_key(
     powers: &[String],
     actor: &str,
 ) -> Result<(ApiKeyRow, String), AdminError> {
+    create_key_for(store, name, role, powers, None, actor).await
+}
+
+/// Create a key, a member key bound to `person` when one is given.
+pub async fn create_key_for(
+    store: &Store,
+    name: &str,
+    role: &str,
+    powers: &[String],
+    person: Option<&str>,
+    actor: &str,
+) -> Result<(ApiKeyRow, String), AdminError> {
     let secret = generate_secret("cmcp_");
     let id = format!("key_{}", &generate_secret("")[..16]);
     let row = store
@@ -40,6 +52,7 @@ pub async fn create_key(
                 name,
                 key_hash: &hash_secret(&secret),
                 role: role.parse()?,
+                person,
                 powers: &powers
                     .iter()
                     .map(|p| p.parse::<Power>())

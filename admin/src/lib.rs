@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod client_api;
 pub mod error;
 pub mod screen;
 pub mod seed;
@@ -12,7 +13,7 @@ pub mod session;
 use axum::Router;
 use cmcp_registry::Store;
 
-pub use auth::{create_key, generate_secret, hash_secret};
+pub use auth::{create_key, create_key_for, generate_secret, hash_secret};
 pub use error::AdminError;
 pub use seed::seed_demo_places_and_key;
 

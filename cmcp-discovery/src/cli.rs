@@ -106,6 +106,20 @@ pub enum Command {
     /// API keys for the admin API and the /admin screen.
     #[command(subcommand)]
     Keys(KeysCmd),
+    /// The change feed after a cursor, oldest first (what cMCP polls at
+    /// /v1/changes); prints the cursor to continue from.
+    Changes {
+        /// The `next` of an earlier call; 0 is the start.
+        #[arg(long, default_value = "0")]
+        after: String,
+        #[arg(long, default_value_t = 500)]
+        limit: i64,
+        /// Only what this person may see (company spaces and theirs).
+        #[arg(long)]
+        person: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Offline demo against the simulated upstream: sync, rename, sync again.
     /// Only in builds with the `demo` feature (the default).
     #[cfg(feature = "demo")]
@@ -259,6 +273,11 @@ pub enum SpacesCmd {
     /// Find the space a fingerprint names: a git remote, a web URL, a full name, a key, or a space address.
     Resolve {
         alias: String,
+        /// Answer as the API does for this person: company spaces and the
+        /// person's private ones, the strongest match or an ambiguity.
+        /// Without it, every match of every owner (the operator's view).
+        #[arg(long)]
+        person: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -297,6 +316,9 @@ pub enum KeysCmd {
         powers: Vec<String>,
         #[arg(long)]
         name: String,
+        /// A member key's person: the key acts for that person only.
+        #[arg(long)]
+        person: Option<String>,
     },
     /// List keys (never the keys themselves).
     List {

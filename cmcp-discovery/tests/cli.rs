@@ -74,6 +74,49 @@ fn demo_then_list_and_resolve_from_its_sqlite_file() {
     assert!(stdout.contains("space:github-repo:127.0.0.1/"), "{stdout}");
     assert!(stdout.contains("via retired"), "{stdout}");
 
+    // As the API answers a person: one space, the strongest match.
+    let out = cli(
+        dir.path(),
+        &[
+            "spaces",
+            "resolve",
+            "--person",
+            "alice",
+            "--json",
+            "git@127.0.0.1:acme/repo-00003.git",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let one: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        one["space"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("space:github-repo:127.0.0.1/")
+    );
+    assert_eq!(one["retired"], true);
+
+    // The feed: every change once, and the cursor to go on from.
+    let out = cli(
+        dir.path(),
+        &["changes", "--after", "0", "--limit", "10000", "--json"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let page: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let changes = page["changes"].as_array().unwrap();
+    assert!(changes.iter().any(|c| c["kind"] == "space-created"));
+    assert!(changes.iter().any(|c| c["kind"] == "alias-retired"));
+    let next = page["next"].as_str().unwrap().to_owned();
+    let out = cli(dir.path(), &["changes", "--after", &next]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        stdout.trim_end().ends_with(&format!("next: {next}")),
+        "{stdout}"
+    );
+
     let out = cli(dir.path(), &["connection", "list"]);
     let (stdout, _) = text(&out);
     assert!(stdout.contains("RISK [write-scope]"), "{stdout}");

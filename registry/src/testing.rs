@@ -209,3 +209,30 @@ impl Drop for TestDb {
         .join();
     }
 }
+
+/// Wait until every committed change is readable from the change feed. On
+/// PostgreSQL the feed holds back while any older transaction in the
+/// cluster is still open (other tests' included); SQLite returns at once.
+pub async fn settle_changes(store: &Store) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let newest: Option<(i64, i64)> = match store {
+            Store::Sqlite(_) => return,
+            Store::Postgres(pool) => {
+                sqlx::query_as("SELECT tx, id FROM space_changes ORDER BY tx DESC, id DESC LIMIT 1")
+                    .fetch_optional(pool)
+                    .await
+                    .expect("read the newest change")
+            }
+        };
+        let head = store.change_head().await.expect("read the feed head");
+        if newest.is_none_or(|(tx, id)| (head.tx, head.id) >= (tx, id)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change feed did not catch up within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

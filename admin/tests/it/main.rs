@@ -9,6 +9,8 @@ extern crate cmcp_registry;
 
 mod api;
 mod browser;
+mod client_api;
 mod lifecycle;
+mod openapi_check;
 mod screen;
 mod support;

@@ -8,15 +8,27 @@ use crate::cli::KeysCmd;
 
 pub async fn run(app: &App, cmd: KeysCmd) -> Result<()> {
     match cmd {
-        KeysCmd::Create { role, powers, name } => {
+        KeysCmd::Create {
+            role,
+            powers,
+            name,
+            person,
+        } => {
             let powers: Vec<String> = powers
                 .iter()
                 .flat_map(|p| p.split(','))
                 .map(|p| p.trim().to_owned())
                 .filter(|p| !p.is_empty())
                 .collect();
-            let (row, secret) =
-                cmcp_admin::create_key(&app.store, &name, &role, &powers, "cli").await?;
+            let (row, secret) = cmcp_admin::create_key_for(
+                &app.store,
+                &name,
+                &role,
+                &powers,
+                person.as_deref(),
+                "cli",
+            )
+            .await?;
             println!(
                 "created {} ({}, role {}, powers [{}])",
                 row.id, row.name, row.role, row.powers

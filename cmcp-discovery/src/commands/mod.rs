@@ -106,6 +106,12 @@ pub async fn run(cli: Cli) -> Result<()> {
                     json,
                 } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
+                Command::Changes {
+                    after,
+                    limit,
+                    person,
+                    json,
+                } => spaces::changes(&app, &after, limit, person.as_deref(), json).await,
                 Command::Health { .. } | Command::Completions { .. } | Command::Man => {
                     unreachable!("handled above")
                 }

@@ -1,6 +1,6 @@
 use anyhow::{Result, bail};
 use cmcp_domain::{SpaceAddress, SpaceStatus};
-use cmcp_registry::SpaceFilter;
+use cmcp_registry::{Cursor, Resolution, Resolved, SpaceFilter, Viewer};
 
 use super::when;
 use crate::app::App;
@@ -51,35 +51,44 @@ pub async fn run(app: &App, cmd: SpacesCmd) -> Result<()> {
             }
             Ok(())
         }
-        SpacesCmd::Resolve { alias, json } => {
-            let found = app.store.resolve(&alias).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&found)?);
-                return Ok(());
+        SpacesCmd::Resolve {
+            alias,
+            person,
+            json,
+        } => match person {
+            None => {
+                let found = app.store.resolve(&alias).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&found)?);
+                    return Ok(());
+                }
+                if found.is_empty() {
+                    bail!("no space is known by {alias:?}");
+                }
+                found.iter().for_each(print_resolution);
+                Ok(())
             }
-            if found.is_empty() {
-                bail!("no space is known by {alias:?}");
+            Some(person) => {
+                let viewer = Viewer::Person(person);
+                match app.store.resolve_one(&alias, Some(&viewer)).await? {
+                    Resolved::Found(r) if json => {
+                        println!("{}", serde_json::to_string_pretty(&r)?);
+                        Ok(())
+                    }
+                    Resolved::Found(r) => {
+                        print_resolution(&r);
+                        Ok(())
+                    }
+                    Resolved::Ambiguous(all) => {
+                        all.iter().for_each(print_resolution);
+                        bail!("{alias:?} names {} spaces at the same rank", all.len())
+                    }
+                    Resolved::Unknown => {
+                        bail!("no space this person may see is known by {alias:?}")
+                    }
+                }
             }
-            for r in &found {
-                let how = match &r.alias {
-                    Some(a) if r.retired => format!(
-                        "via retired {} {:?} (retired {})",
-                        a.kind,
-                        a.raw,
-                        a.valid_to.map(when).unwrap_or_default()
-                    ),
-                    Some(a) => format!("via {} {:?}", a.kind, a.raw),
-                    None => "by address".to_owned(),
-                };
-                println!(
-                    "{}  {}  [{}]  {how}",
-                    r.space.address,
-                    r.space.display_name,
-                    r.space.status.as_str()
-                );
-            }
-            Ok(())
-        }
+        },
         SpacesCmd::History { address, json } => {
             let address: SpaceAddress = address.parse()?;
             let history = app.store.alias_history(&address).await?;
@@ -91,6 +100,54 @@ pub async fn run(app: &App, cmd: SpacesCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn print_resolution(r: &Resolution) {
+    let how = match &r.alias {
+        Some(a) if r.retired => format!(
+            "via retired {} {:?} (retired {})",
+            a.kind,
+            a.raw,
+            a.valid_to.map(when).unwrap_or_default()
+        ),
+        Some(a) => format!("via {} {:?}", a.kind, a.raw),
+        None => format!("by {}", r.rank),
+    };
+    println!(
+        "{}  {}  [{}]  {how}",
+        r.space.address,
+        r.space.display_name,
+        r.space.status.as_str()
+    );
+}
+
+/// `changes --after C`: one page of the feed and the cursor to go on from.
+pub async fn changes(
+    app: &App,
+    after: &str,
+    limit: i64,
+    person: Option<&str>,
+    json: bool,
+) -> Result<()> {
+    let after: Cursor = after.parse()?;
+    let viewer = person.map(|p| Viewer::Person(p.to_owned()));
+    let page = app.store.changes(after, limit, viewer.as_ref()).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    for c in &page.changes {
+        println!(
+            "{}  {}  {:<16} {}  {}",
+            c.cursor,
+            when(c.at),
+            c.kind.as_str(),
+            c.address,
+            c.detail
+        );
+    }
+    println!("next: {}", page.next);
+    Ok(())
 }
 
 pub fn print_history(history: &[cmcp_registry::AliasRow]) {

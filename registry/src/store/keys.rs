@@ -105,6 +105,9 @@ pub struct ApiKeyRow {
     pub created_at: i64,
     pub created_by: String,
     pub revoked_at: Option<i64>,
+    /// The person a member key acts for; service keys name one per request
+    /// (`X-CMCP-Person`).
+    pub person: Option<String>,
 }
 
 impl ApiKeyRow {
@@ -119,6 +122,8 @@ pub struct NewApiKey<'a> {
     pub key_hash: &'a str,
     pub role: Role,
     pub powers: &'a Powers,
+    /// Member keys only: the person the key is bound to.
+    pub person: Option<&'a str>,
 }
 
 /// A live session of the admin screen and the key behind it.
@@ -129,7 +134,7 @@ pub struct SessionRow {
     pub expires_at: i64,
 }
 
-const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revoked_at";
+const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revoked_at, person";
 
 impl Store {
     pub async fn create_api_key(&self, key: &NewApiKey<'_>, actor: &str) -> Result<ApiKeyRow> {
@@ -138,15 +143,21 @@ impl Store {
                 what: "key: powers are for admin keys only".to_owned(),
             });
         }
+        let person = key.person.map(str::trim).filter(|p| !p.is_empty());
+        if person.is_some() && key.role != Role::Member {
+            return Err(RegistryError::Invalid {
+                what: "key: only member keys are bound to a person".to_owned(),
+            });
+        }
         let now = now_ms();
         let powers = key.powers.to_string();
         in_tx!(self, tx => {
             sqlx::query(
-                "INSERT INTO api_keys (id, name, key_hash, role, powers, created_at, created_by) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO api_keys (id, name, key_hash, role, powers, created_at, created_by, person) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(key.id).bind(key.name).bind(key.key_hash).bind(key.role.as_str()).bind(&powers)
-            .bind(now).bind(actor)
+            .bind(now).bind(actor).bind(person)
             .execute(&mut *tx).await?;
             let entry = NewAuditEntry {
                 actor: actor.to_owned(),
@@ -154,7 +165,7 @@ impl Store {
                 target: format!("key:{}", key.id),
                 reason: None,
                 before: None,
-                after: Some(serde_json::json!({"name": key.name, "role": key.role, "powers": powers})),
+                after: Some(serde_json::json!({"name": key.name, "role": key.role, "powers": powers, "person": person})),
             };
             insert_audit!(&mut *tx, &entry, now)?;
         });

@@ -19,27 +19,33 @@ use crate::error::{RegistryError, Result};
 
 mod audit;
 mod budget;
+mod changes;
 mod connections;
 mod drive;
 mod drive_channels;
 mod http_cache;
 mod key_canary;
 mod keys;
+mod manifest;
 mod places;
 mod proposals;
+mod resolve;
 mod runs;
 mod sightings;
 mod spaces;
 mod stored_delivery;
+mod visibility;
 mod webhooks;
 
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
+pub use changes::{ChangeKind, ChangePage, ChangeRow, Cursor};
 pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
 pub use drive::DrivePageToken;
 pub use drive_channels::{DriveChannelRow, NewDriveChannel};
 pub use http_cache::CachedPageRow;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SessionRow};
+pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
 pub use places::{
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,
     normalise_place_name,
@@ -48,13 +54,15 @@ pub use proposals::{
     Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures,
     ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
 };
+pub use resolve::{MatchRank, Resolution, Resolved};
 pub use runs::SyncRunRow;
 pub use sightings::{
     Denial, OwnerChangeRow, SIGHTING_REFRESH_MS, SightingRow, SightingState, TombstoneOutcome,
     may_write,
 };
-pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
+pub use spaces::{AliasRow, PageStats, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
+pub use visibility::Viewer;
 pub use webhooks::{
     DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob, Recorded, new_ulid,
 };

@@ -47,15 +47,6 @@ impl AliasRow {
     }
 }
 
-/// A space found for a fingerprint, with the alias that matched. `retired`
-/// says the match went through a name the space no longer has.
-#[derive(Debug, Clone, Serialize)]
-pub struct Resolution {
-    pub space: SpaceRow,
-    pub alias: Option<AliasRow>,
-    pub retired: bool,
-}
-
 /// What applying one page of records changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PageStats {
@@ -80,7 +71,7 @@ pub struct SpaceFilter {
 }
 
 #[derive(sqlx::FromRow)]
-struct RawSpace {
+pub(super) struct RawSpace {
     address: String,
     connection_id: String,
     owner: String,
@@ -127,7 +118,7 @@ impl TryFrom<RawSpace> for SpaceRow {
 }
 
 #[derive(sqlx::FromRow)]
-struct RawAlias {
+pub(super) struct RawAlias {
     id: i64,
     space_address: String,
     kind: String,
@@ -159,9 +150,9 @@ impl TryFrom<RawAlias> for AliasRow {
     }
 }
 
-const SPACE_COLUMNS: &str = "address, connection_id, owner, display_name, container, status, archived, trashed, \
+pub(super) const SPACE_COLUMNS: &str = "address, connection_id, owner, display_name, container, status, archived, trashed, \
     visibility, first_seen_at, last_changed_at, missing_since, tombstoned_at";
-const ALIAS_COLUMNS: &str = "id, space_address, kind, value, raw, valid_from, valid_to";
+pub(super) const ALIAS_COLUMNS: &str = "id, space_address, kind, value, raw, valid_from, valid_to";
 
 /// Rows per multi-row statement: 100 rows × 8 columns stays far below both
 /// dialects' bound-parameter limits.
@@ -495,51 +486,5 @@ impl Store {
             .await?
         });
         raws.into_iter().map(TryInto::try_into).collect()
-    }
-
-    /// Every space a fingerprint could name: a space address, a remote, a web
-    /// URL, a full name, a key. Matches through active aliases come first;
-    /// a retired alias still resolves and says so.
-    pub async fn resolve(&self, input: &str) -> Result<Vec<Resolution>> {
-        if let Ok(address) = input.trim().parse::<SpaceAddress>() {
-            return Ok(self
-                .get_space(&address)
-                .await?
-                .map(|space| Resolution {
-                    space,
-                    alias: None,
-                    retired: false,
-                })
-                .into_iter()
-                .collect());
-        }
-        let mut found: Vec<Resolution> = Vec::new();
-        let sql = format!("SELECT {ALIAS_COLUMNS} FROM aliases WHERE kind = $1 AND value = $2");
-        for candidate in Alias::candidates(input) {
-            let raws: Vec<RawAlias> = on_pool!(self, pool => {
-                sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind(candidate.kind.as_str()).bind(&candidate.value).fetch_all(pool).await?
-            });
-            for raw in raws {
-                let alias = AliasRow::try_from(raw)?;
-                if let Some(space) = self.get_space(&alias.space_address).await? {
-                    found.push(Resolution {
-                        retired: !alias.is_active(),
-                        space,
-                        alias: Some(alias),
-                    });
-                }
-            }
-        }
-        // Active matches first, then the most recently retired.
-        found.sort_by_key(|r| {
-            (
-                r.retired,
-                std::cmp::Reverse(r.alias.as_ref().and_then(|a| a.valid_to)),
-            )
-        });
-        let mut seen = HashSet::new();
-        found.retain(|r| seen.insert(r.space.address.clone()));
-        Ok(found)
     }
 }

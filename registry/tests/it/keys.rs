@@ -24,6 +24,7 @@ async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
                 key_hash: "hash-1",
                 role: Role::Admin,
                 powers: &powers,
+                person: None,
             },
             "cli",
         )
@@ -40,6 +41,7 @@ async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
                 key_hash: "hash-2",
                 role: Role::Member,
                 powers: &powers,
+                person: None,
             },
             "cli",
         )
@@ -75,6 +77,7 @@ async fn a_session_lives_until_it_expires_or_its_key_is_revoked(db: TestDb) {
                 key_hash: hash,
                 role: Role::Member,
                 powers: &Powers::default(),
+                person: None,
             },
             "cli",
         )

@@ -8,13 +8,16 @@ extern crate cmcp_registry;
 
 mod audit;
 mod budgets;
+mod changes;
 mod connections;
 mod drive_channels;
 mod http_cache;
 mod keys;
+mod manifest;
 mod nodelay;
 mod places;
 mod proposals;
+mod resolve;
 mod runs;
 mod schema;
 mod sightings;

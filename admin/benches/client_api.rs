@@ -1,0 +1,413 @@
+//! Benchmarks of the routes cMCP calls, each printed beside a reference
+//! measured in the same run on the same server:
+//!
+//! - resolve: open-loop load at a fixed rate (2,000 requests a second by
+//!   default) over loopback against a registry of 100,000 spaces; p50 and
+//!   p99 of `/v1/spaces/resolve` (mixed spellings: remotes, web URLs with
+//!   paths inside the repo, full names, addresses) and of a bare
+//!   `/healthz` on the same server, and their ratio. Latency is measured
+//!   from each request's scheduled start, so a stall counts against it.
+//! - manifest: build time and JSON size for a person who may see 1,000
+//!   spaces, beside listing the same spaces plainly from the store.
+//! - change feed: changes a second read by one client over HTTP from a
+//!   feed of 1,000,000 changes, beside reading them straight from the
+//!   store.
+//!
+//! SQLite always; PostgreSQL too when `CMCP_TEST_POSTGRES_URL` is set.
+//! Sizes: `CMCP_BENCH_SPACES`, `CMCP_BENCH_CHANGES`, `CMCP_BENCH_SECONDS`,
+//! `CMCP_BENCH_RATE`; under `CI=true` the defaults are small so the run is
+//! short.
+//!
+//! Run: `cargo bench -p cmcp-admin --bench client_api`.
+
+use std::time::{Duration, Instant};
+
+use axum::routing::get;
+use cmcp_admin::{AdminState, create_key};
+use cmcp_domain::{Alias, AliasKind, Owner, SpaceAddress, SpaceKind, SpaceRecord, SpaceState};
+use cmcp_registry::testing::{TestDb, settle_changes};
+use cmcp_registry::{Cursor, SpaceFilter, Store};
+
+struct Sizes {
+    spaces: u64,
+    changes: u64,
+    seconds: u64,
+    rate: u64,
+}
+
+fn env_or(name: &str, full: u64, ci: u64) -> u64 {
+    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if in_ci { ci } else { full })
+}
+
+fn sizes() -> Sizes {
+    Sizes {
+        spaces: env_or("CMCP_BENCH_SPACES", 100_000, 2_000),
+        changes: env_or("CMCP_BENCH_CHANGES", 1_000_000, 20_000),
+        seconds: env_or("CMCP_BENCH_SECONDS", 5, 1),
+        rate: env_or("CMCP_BENCH_RATE", 2_000, 500),
+    }
+}
+
+fn record(i: u64) -> SpaceRecord {
+    let full = format!("acme/repo-{i}");
+    SpaceRecord {
+        address: SpaceAddress::new(SpaceKind::GithubRepo, "github.com", &i.to_string()).unwrap(),
+        display_name: full.clone(),
+        container: None,
+        aliases: [
+            Alias::new(AliasKind::Name, &format!("repo-{i}")),
+            Alias::new(AliasKind::FullName, &full),
+            Alias::new(AliasKind::WebUrl, &format!("https://github.com/{full}")),
+            Alias::new(AliasKind::GitRemote, &format!("git@github.com:{full}.git")),
+            Alias::new(AliasKind::HostId, &format!("R_node{i}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        state: SpaceState::default(),
+    }
+}
+
+async fn seed_spaces(store: &Store, n: u64) {
+    store
+        .create_connection(
+            &cmcp_registry::testing::cipher(),
+            cmcp_registry::NewConnection {
+                id: "gh".to_owned(),
+                spec: cmcp_domain::ConnectionSpec {
+                    platform: cmcp_domain::Platform::Github,
+                    scope: "acme".to_owned(),
+                    base_url: "https://api.github.com".to_owned(),
+                },
+                owner: Owner::Company,
+                token: cmcp_domain::Token::new("bench-token"),
+                settings: serde_json::json!({}),
+            },
+            "bench",
+        )
+        .await
+        .unwrap();
+    let mut i = 1;
+    while i <= n {
+        let page: Vec<SpaceRecord> = (i..(i + 1000).min(n + 1)).map(record).collect();
+        store
+            .apply_page("gh", &Owner::Company, &page)
+            .await
+            .unwrap();
+        i += 1000;
+    }
+}
+
+fn fingerprint(i: u64, n: u64) -> String {
+    let id = i % n + 1;
+    let raw = match i % 5 {
+        0 => format!("https://github.com/acme/repo-{id}.git"),
+        1 => format!("git@github.com:acme/repo-{id}.git"),
+        2 => format!("https://www.github.com/acme/repo-{id}/tree/main/src"),
+        3 => format!("acme/repo-{id}"),
+        _ => format!("space:github-repo:github.com/{id}"),
+    };
+    url::form_urlencoded::byte_serialize(raw.as_bytes()).collect()
+}
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    key: String,
+}
+
+async fn serve(store: &Store) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = cmcp_admin::router(AdminState::new(store.clone()))
+        .route("/healthz", get(|| async { "ok" }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (_, key) = create_key(store, "bench", "service", &[], "bench")
+        .await
+        .unwrap();
+    Server {
+        base,
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(512)
+            .build()
+            .unwrap(),
+        key,
+    }
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Open-loop load: `rate` requests a second for `seconds`, each timed from
+/// its scheduled start. Returns (p50, p99, failures).
+async fn load(
+    srv: &Server,
+    rate: u64,
+    seconds: u64,
+    path: impl Fn(u64) -> String,
+) -> (Duration, Duration, u64) {
+    let total = rate * seconds;
+    let gap = Duration::from_secs_f64(1.0 / rate as f64);
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let at = start + gap * i as u32;
+        tokio::time::sleep_until(at).await;
+        let req = srv
+            .http
+            .get(format!("{}{}", srv.base, path(i)))
+            .bearer_auth(&srv.key)
+            .header("X-CMCP-Person", "alice");
+        tasks.spawn(async move {
+            let ok = req.send().await.is_ok_and(|r| r.status().is_success());
+            (at.elapsed(), ok)
+        });
+    }
+    let mut times = Vec::with_capacity(total as usize);
+    let mut failed = 0;
+    while let Some(r) = tasks.join_next().await {
+        let (t, ok) = r.unwrap();
+        times.push(t);
+        failed += u64::from(!ok);
+    }
+    times.sort();
+    (quantile(&times, 0.5), quantile(&times, 0.99), failed)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn bench_resolve(label: &str, store: &Store, s: &Sizes) {
+    let t = Instant::now();
+    seed_spaces(store, s.spaces).await;
+    println!(
+        "[{label}] seeded {} spaces in {:.1} s",
+        s.spaces,
+        t.elapsed().as_secs_f64()
+    );
+    let srv = serve(store).await;
+    // Warm the pool and the caches.
+    load(&srv, s.rate.min(500), 1, |i| {
+        format!(
+            "/v1/spaces/resolve?fingerprint={}",
+            fingerprint(i, s.spaces)
+        )
+    })
+    .await;
+    // One request at a time: the service time without queueing.
+    let mut alone = Vec::new();
+    for i in 0..500u64 {
+        let t = Instant::now();
+        let r = srv
+            .http
+            .get(format!(
+                "{}/v1/spaces/resolve?fingerprint={}",
+                srv.base,
+                fingerprint(i * 31, s.spaces)
+            ))
+            .bearer_auth(&srv.key)
+            .header("X-CMCP-Person", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        alone.push(t.elapsed());
+    }
+    alone.sort();
+    println!(
+        "[{label}] resolve one at a time: p50 {:.2} ms, p99 {:.2} ms",
+        ms(quantile(&alone, 0.5)),
+        ms(quantile(&alone, 0.99))
+    );
+    let (h50, h99, hf) = load(&srv, s.rate, s.seconds, |_| "/healthz".to_owned()).await;
+    let n = s.spaces;
+    let (r50, r99, rf) = load(&srv, s.rate, s.seconds, |i| {
+        format!(
+            "/v1/spaces/resolve?fingerprint={}",
+            fingerprint(i * 7919, n)
+        )
+    })
+    .await;
+    println!(
+        "[{label}] resolve at {} req/s for {} s over {} spaces: p50 {:.2} ms, p99 {:.2} ms ({rf} failed); \
+         /healthz p50 {:.2} ms, p99 {:.2} ms ({hf} failed); p99 ratio resolve/healthz {:.2}",
+        s.rate,
+        s.seconds,
+        s.spaces,
+        ms(r50),
+        ms(r99),
+        ms(h50),
+        ms(h99),
+        ms(r99) / ms(h99).max(1e-6)
+    );
+    bench_manifest(label, store, &srv).await;
+}
+
+async fn bench_manifest(label: &str, store: &Store, srv: &Server) {
+    // The person may see the first 1,000 spaces: make the rest someone else's.
+    match store {
+        Store::Sqlite(pool) => {
+            sqlx::query(
+                "UPDATE spaces SET owner = 'person:bob' WHERE CAST(stable_id AS INTEGER) > 1000",
+            )
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+        Store::Postgres(pool) => {
+            sqlx::query("UPDATE spaces SET owner = 'person:bob' WHERE stable_id::bigint > 1000")
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    }
+    let rounds = 10;
+    let t = Instant::now();
+    let mut entries = 0;
+    for _ in 0..rounds {
+        entries = store
+            .manifest("alice", None, 50_000)
+            .await
+            .unwrap()
+            .spaces
+            .len();
+    }
+    let build = t.elapsed() / rounds;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        store
+            .list_spaces(&SpaceFilter {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let plain = t.elapsed() / rounds;
+    let t = Instant::now();
+    let body = srv
+        .http
+        .get(format!("{}/v1/people/alice/manifest", srv.base))
+        .bearer_auth(&srv.key)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let http = t.elapsed();
+    println!(
+        "[{label}] manifest of {entries} spaces: built in {:.1} ms (listing the same rows: {:.1} ms, ratio {:.1}); \
+         over HTTP {:.1} ms, {} KiB of JSON ({:.0} bytes a space)",
+        ms(build),
+        ms(plain),
+        ms(build) / ms(plain).max(1e-6),
+        ms(http),
+        body.len() / 1024,
+        body.len() as f64 / entries.max(1) as f64
+    );
+}
+
+async fn bench_feed(label: &str, store: &Store, s: &Sizes) {
+    let t = Instant::now();
+    let insert = "INSERT INTO space_changes (kind, space_address, owner, detail, at) ";
+    match store {
+        Store::Sqlite(pool) => {
+            let sql = format!(
+                "{insert} WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1) \
+                SELECT 'alias-added', 'space:github-repo:github.com/' || i, 'company', \
+                '{{\"alias_kind\":\"name\",\"value\":\"repo\",\"raw\":\"repo\"}}', i FROM n"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(s.changes as i64)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+        Store::Postgres(pool) => {
+            let sql = format!(
+                "{insert} SELECT 'alias-added', 'space:github-repo:github.com/' || i, 'company', \
+                '{{\"alias_kind\":\"name\",\"value\":\"repo\",\"raw\":\"repo\"}}', i FROM generate_series(1, $1) i"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(s.changes as i64)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    }
+    settle_changes(store).await;
+    println!(
+        "[{label}] wrote {} changes in {:.1} s",
+        s.changes,
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let mut after = Cursor::default();
+    let mut read = 0u64;
+    loop {
+        let page = store.changes(after, 10_000, None).await.unwrap();
+        if page.next == after {
+            break;
+        }
+        read += page.changes.len() as u64;
+        after = page.next;
+    }
+    let direct = t.elapsed();
+    let srv = serve(store).await;
+    let t = Instant::now();
+    let mut after = "0".to_owned();
+    let mut over_http = 0u64;
+    loop {
+        let page: serde_json::Value = srv
+            .http
+            .get(format!("{}/v1/changes?after={after}&limit=10000", srv.base))
+            .bearer_auth(&srv.key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let next = page["next"].as_str().unwrap().to_owned();
+        over_http += page["changes"].as_array().unwrap().len() as u64;
+        if next == after {
+            break;
+        }
+        after = next;
+    }
+    let http = t.elapsed();
+    println!(
+        "[{label}] feed: {over_http} changes over HTTP in {:.1} s ({:.0} changes/s); from the store {read} in {:.1} s \
+         ({:.0} changes/s); ratio HTTP/store time {:.2}",
+        http.as_secs_f64(),
+        over_http as f64 / http.as_secs_f64(),
+        direct.as_secs_f64(),
+        read as f64 / direct.as_secs_f64(),
+        http.as_secs_f64() / direct.as_secs_f64()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = sizes();
+    let db = TestDb::sqlite().await;
+    bench_resolve("sqlite", &db.store, &s).await;
+    let db = TestDb::sqlite().await;
+    bench_feed("sqlite", &db.store, &s).await;
+    if let Some(db) = TestDb::postgres().await {
+        bench_resolve("postgres", &db.store, &s).await;
+        drop(db);
+        if let Some(db) = TestDb::postgres().await {
+            bench_feed("postgres", &db.store, &s).await;
+        }
+    }
+}
