@@ -21,4 +21,7 @@ pub use store::{
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
+pub use store::{
+    DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
+};
 pub use store::{DriveChannelRow, NewDriveChannel};

@@ -2,8 +2,10 @@
 //! (`sync`), the queue that holds them (`queue`) and the wiring of worker
 //! processes (`runner`).
 
+pub mod breaker;
 pub mod budget;
 pub mod change_feed;
+pub mod drift;
 pub mod enqueue;
 pub mod error;
 pub mod gone;
