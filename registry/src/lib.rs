@@ -25,3 +25,4 @@ pub use store::{
     DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
 };
 pub use store::{DriveChannelRow, NewDriveChannel};
+pub use store::{PruneBefore, Pruned};

@@ -18,6 +18,7 @@ mod listing_integrity;
 mod ownership;
 mod reconcile;
 mod retry_intent;
+mod schedule;
 mod shared_budget;
 mod signed_hooks;
 mod sync;

@@ -236,6 +236,7 @@ pub async fn sync_through_the_queue_and_a_worker(db: TestDb) {
         ctx,
         queue: queue.clone(),
         queue_config: qcfg,
+        schedule: None,
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(run_workers(state, opts, async move {

@@ -22,9 +22,9 @@ pub async fn serve(app: &App) -> Result<()> {
             .await
     });
     let opts = WorkerOptions::unique("serve");
-    let upkeep = spawn_drive_channel_upkeep(app, &opts);
-    run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
-    upkeep.abort();
+    // The worker also runs the fleet's scheduler: reconciles, push-channel
+    // upkeep and retention are scheduled jobs, one per tick for the fleet.
+    run_workers(app.fleet_worker_state(&opts), opts, shutdown_signal()).await?;
     http.await.context("http task")?.context("http server")?;
     Ok(())
 }
@@ -57,9 +57,7 @@ fn edge_state(app: &App) -> EdgeState {
 /// A worker process only.
 pub async fn worker(app: &App) -> Result<()> {
     let opts = WorkerOptions::unique("worker");
-    let upkeep = spawn_drive_channel_upkeep(app, &opts);
-    run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
-    upkeep.abort();
+    run_workers(app.fleet_worker_state(&opts), opts, shutdown_signal()).await?;
     Ok(())
 }
 
@@ -81,51 +79,4 @@ pub async fn shutdown_signal() {
         () = term => {},
     }
     info!("shutting down");
-}
-
-/// Keep every enabled Drive connection's push channels open: at start and
-/// then every `drive_channels_every`, open missing channels, renew those
-/// near expiry (new first, then stop the old) and run an incremental pass
-/// after a lapse. Several processes may do this at once; a duplicate
-/// channel is stopped by the next pass.
-fn spawn_drive_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::JoinHandle<()> {
-    let state = app.worker_state(opts);
-    let public_url = app.cfg.public_url.clone();
-    let every = app
-        .cfg
-        .drive_channels_every
-        .max(std::time::Duration::from_secs(1));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let connections = match state.ctx.store.list_connections().await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "drive channel upkeep: cannot list connections");
-                    continue;
-                }
-            };
-            for c in connections.iter().filter(|c| {
-                c.platform == cmcp_domain::Platform::Drive
-                    && c.status == cmcp_domain::ConnectionStatus::Enabled
-            }) {
-                match cmcp_worker::push_channels::ensure_channels(&state.ctx, &c.id, &public_url)
-                    .await
-                {
-                    Ok(r) => tracing::info!(
-                        connection_id = %c.id,
-                        opened = r.opened,
-                        renewed = r.renewed,
-                        lapsed = r.lapsed,
-                        failed = r.failed,
-                        "drive channels checked"
-                    ),
-                    Err(e) => {
-                        tracing::warn!(connection_id = %c.id, error = %e, "drive channel upkeep failed")
-                    }
-                }
-            }
-        }
-    })
 }

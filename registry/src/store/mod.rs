@@ -29,7 +29,9 @@ mod key_canary;
 mod keys;
 mod places;
 mod proposals;
+mod retention;
 mod runs;
+mod schedule;
 mod sightings;
 mod spaces;
 mod stored_delivery;
@@ -52,6 +54,7 @@ pub use proposals::{
     Decision, MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, ProposalFigures,
     ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
 };
+pub use retention::{PruneBefore, Pruned};
 pub use runs::SyncRunRow;
 pub use sightings::{
     Denial, OwnerChangeRow, SIGHTING_REFRESH_MS, SightingRow, SightingState, TombstoneOutcome,
