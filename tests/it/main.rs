@@ -17,6 +17,7 @@ mod lease;
 mod listing_integrity;
 mod ownership;
 mod reconcile;
+mod retention;
 mod retry_intent;
 mod schedule;
 mod shared_budget;
