@@ -178,6 +178,9 @@ crate::string_enum! {
         /// A complete listing lacked too many spaces at once; the
         /// connection is held and nothing was marked missing.
         MassMissing = "mass-missing",
+        /// The platform refused the credential for good (revoked, expired,
+        /// lost its permission); the next complete listing clears it.
+        CredentialRejected = "credential-rejected",
     }
 }
 

@@ -7,7 +7,7 @@ ALTER TABLE sightings ADD COLUMN missed_listings BIGINT NOT NULL DEFAULT 0;
 
 -- Each change a reconcile run had to apply itself: one that no processed
 -- webhook delivery (nor an earlier run) had already brought into the
--- registry. kind: created, renamed, key-changed, archived, unarchived,
+-- registry. kind: created, renamed, key-changed, archived, unarchived, trashed,
 -- missing, reappeared.
 CREATE TABLE drift_changes (
     id             BIGSERIAL PRIMARY KEY,

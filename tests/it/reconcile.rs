@@ -5,12 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use cmcp_domain::{AliasKind, ConnectionStatus, RiskCode, RunTrigger, SpaceStatus};
-use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
+use cmcp_domain::{AliasKind, ConnectionStatus, RiskCode, RunTrigger, SpaceStatus, Token};
+use cmcp_fixtures::{DriveSimConfig, GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, DriftKind, Store};
 use cmcp_tests::{CONNECTION, Harness, TOKEN, cipher, fast_http, repo_address};
-use cmcp_tests::{eventually, serve_gateway, start_worker};
+use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, eventually, serve_gateway, start_worker};
+use cmcp_worker::change_feed::run_full;
 use cmcp_worker::{SyncOutcome, run_sync};
 
 async fn synced(db: TestDb, repos: usize) -> Harness {
@@ -303,7 +304,116 @@ pub async fn tombstoned_after_consecutive_complete_listings(db: TestDb) {
     assert_eq!(status(&h).await, SpaceStatus::Tombstoned);
 }
 
+/// A trashed Drive folder (restorable) leaves the listing like a deleted
+/// one; the reconcile's direct read tells them apart: the trashed one
+/// stays, marked trashed, and only the deleted one is missing.
+pub async fn trashed_drive_folder_is_trashed_not_missing(db: TestDb) {
+    let h = DriveHarness::start(
+        db,
+        DriveSimConfig {
+            drives: 2,
+            folders_per_level: 3,
+            ..DriveSimConfig::default()
+        },
+        2,
+    )
+    .await;
+    let first = run_full(&h.ctx, DRIVE_CONNECTION, RunTrigger::Test)
+        .await
+        .unwrap();
+    assert!(matches!(first, SyncOutcome::Complete { .. }), "{first:?}");
+    let leaves: Vec<String> = h
+        .sim
+        .folders()
+        .into_iter()
+        .filter(|f| f.depth == 2)
+        .map(|f| f.id)
+        .collect();
+    let (trashed, deleted) = (&leaves[0], &leaves[1]);
+    h.sim.trash_folder(trashed);
+    h.sim.delete_folder(deleted);
+    let outcome = run_full(&h.ctx, DRIVE_CONNECTION, RunTrigger::Reconcile)
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, SyncOutcome::Complete { .. }),
+        "{outcome:?}"
+    );
+    let t = h
+        .store()
+        .get_space(&h.folder_address(trashed))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.status, t.trashed), (SpaceStatus::Active, true));
+    let d = h
+        .store()
+        .get_space(&h.folder_address(deleted))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((d.status, d.trashed), (SpaceStatus::Missing, false));
+    let line = &h
+        .store()
+        .drift_report(Some(DRIVE_CONNECTION))
+        .await
+        .unwrap()[0];
+    assert_eq!(
+        line.by_kind,
+        BTreeMap::from([(DriftKind::Trashed, 1), (DriftKind::Missing, 1)])
+    );
+}
+
+/// The nightly reconcile re-verifies the credential: a revoked token and
+/// scopes widened to write show on the connection that night; a good
+/// listing clears the refusal.
+pub async fn credential_changes_show_after_the_nightly_reconcile(db: TestDb) {
+    let h = synced(db, 3).await;
+    let base = h.sim.base_url();
+    let revoke = |token: &'static str| {
+        let store = h.store().clone();
+        let base = base.clone();
+        async move {
+            store
+                .update_connection_endpoint(
+                    &cipher(),
+                    CONNECTION,
+                    &base,
+                    &Token::new(token),
+                    None,
+                    "test",
+                )
+                .await
+                .unwrap();
+        }
+    };
+    revoke("ghp_revokedTokenTheSimulatorRefuses").await;
+    let outcome = reconcile(&h).await;
+    assert!(matches!(outcome, SyncOutcome::Failed { .. }), "{outcome:?}");
+    let conn = h.store().get_connection(CONNECTION).await.unwrap();
+    assert!(
+        conn.risks
+            .iter()
+            .any(|r| r.code == RiskCode::CredentialRejected),
+        "{:?}",
+        conn.risks
+    );
+
+    revoke(TOKEN).await;
+    h.sim.set_oauth_scopes(Some("repo, read:org".to_owned()));
+    let outcome = reconcile(&h).await;
+    assert!(
+        matches!(outcome, SyncOutcome::Complete { .. }),
+        "{outcome:?}"
+    );
+    let conn = h.store().get_connection(CONNECTION).await.unwrap();
+    let codes: Vec<RiskCode> = conn.risks.iter().map(|r| r.code).collect();
+    assert_eq!(codes, vec![RiskCode::WriteScope]);
+}
+
 both_backends!(
+    credential_changes_show_after_the_nightly_reconcile,
+    trashed_drive_folder_is_trashed_not_missing,
     drift_counts_exactly_the_changes_webhooks_missed,
     webhooks_that_miss_every_night_are_flagged,
     mass_missing_holds_until_an_admin_confirms,

@@ -18,6 +18,7 @@ pub mod runner;
 pub mod schedule;
 pub mod state;
 pub mod sync;
+pub mod trashed;
 
 pub use error::{Result, WorkerError};
 pub use jobs::handle_delivery::HandleDelivery;

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
-use cmcp_domain::{RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord};
+use cmcp_domain::{
+    RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord,
+};
 use cmcp_registry::{Cipher, ConnectionRow, DriftKind, HoldRow, SpaceChange, Store};
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -235,12 +237,23 @@ async fn sync_under_lease(
     };
     let connector = match connect(ctx, connection).await? {
         Ok(c) => c,
-        Err(e) => return finish(ctx, run, Ending::from_error(&e, false)).await,
+        Err(e) => return end(ctx, connection, run, Ending::from_error(&e, false)).await,
     };
     // A reconcile notes every change it applies: what no webhook delivered.
     let mut drift = (trigger == RunTrigger::Reconcile).then(Vec::new);
-    let (listed, seen) =
+    let (listed, mut seen, connector) =
         list_and_apply(ctx, connection, connector, &mut run.figures, drift.as_mut()).await?;
+    if trigger == RunTrigger::Reconcile && listed.as_ref().is_ok_and(|r| r.complete) {
+        crate::trashed::recheck_unseen(
+            ctx,
+            connection,
+            connector.as_ref(),
+            &mut seen,
+            &mut run.figures,
+            drift.as_mut(),
+        )
+        .await?;
+    }
     let ending = match listed {
         Ok(report) => {
             let listing = Listing {
@@ -263,7 +276,44 @@ async fn sync_under_lease(
     if let Some(changes) = &drift {
         crate::drift::record(&ctx.store, &connection.id, &run.id, changes).await?;
     }
+    end(ctx, connection, run, ending).await
+}
+
+/// Records the run's end, and a permanent refusal on the connection.
+async fn end(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    run: Run,
+    ending: Ending,
+) -> Result<SyncOutcome> {
+    if let Ending::Failed {
+        why,
+        intent: RetryIntent::Permanent,
+    } = &ending
+    {
+        credential_rejected(ctx, connection, why).await;
+    }
     finish(ctx, run, ending).await
+}
+
+/// A permanent refusal (a revoked or expired token, a lost permission) is
+/// shown on the connection at once — the nightly reconcile is what finds it
+/// when nothing else runs — beside the risks already known. The next
+/// complete listing replaces the notices with what it found.
+async fn credential_rejected(ctx: &SyncContext, connection: &ConnectionRow, why: &str) {
+    let mut risks: Vec<RiskNotice> = connection
+        .risks
+        .iter()
+        .filter(|r| r.code != RiskCode::CredentialRejected)
+        .cloned()
+        .collect();
+    risks.push(RiskNotice {
+        code: RiskCode::CredentialRejected,
+        message: format!("the platform refused the credential: {why}; replace the token"),
+    });
+    if let Err(e) = ctx.store.set_connection_risks(&connection.id, &risks).await {
+        warn!(error = %e, "could not record the connection's risks");
+    }
 }
 
 /// A listing that returned, with what it saw, in the run that read it.
@@ -283,8 +333,8 @@ async fn connect(
 }
 
 /// Runs the listing and applies its pages as they arrive. Returns the
-/// listing's own result and every address it sent; a registry failure
-/// stops the listing and is the error.
+/// listing's own result, every address it sent and the connector; a
+/// registry failure stops the listing and is the error.
 async fn list_and_apply(
     ctx: &SyncContext,
     connection: &ConnectionRow,
@@ -294,9 +344,15 @@ async fn list_and_apply(
 ) -> Result<(
     std::result::Result<ListingReport, ConnectorError>,
     HashSet<SpaceAddress>,
+    Box<dyn Connector>,
 )> {
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
-    let listing = tokio::spawn(async move { connector.list(tx).await });
+    // The connector comes back from the listing: a reconcile reads the
+    // spaces the listing lacked with it.
+    let listing = tokio::spawn(async move {
+        let listed = connector.list(tx).await;
+        (listed, connector)
+    });
 
     let mut seen: HashSet<SpaceAddress> = HashSet::new();
     let mut store_error = None;
@@ -326,14 +382,14 @@ async fn list_and_apply(
         }
     }
     drop(rx);
-    let listed = listing.await.map_err(|e| WorkerError::Sync {
+    let (listed, connector) = listing.await.map_err(|e| WorkerError::Sync {
         connection_id: connection.id.clone(),
         detail: format!("listing task failed: {e}"),
     })?;
     if let Some(e) = store_error {
         return Err(e.into());
     }
-    Ok((listed, seen))
+    Ok((listed, seen, connector))
 }
 
 /// What a listing that returned means for the registry: only a complete

@@ -22,6 +22,9 @@ cmcp_domain::string_enum! {
         KeyChanged = "key-changed",
         Archived = "archived",
         Unarchived = "unarchived",
+        /// Moved to the platform's trash (restorable), told from a
+        /// deletion by a direct read.
+        Trashed = "trashed",
         Missing = "missing",
         Reappeared = "reappeared",
     }
@@ -36,6 +39,7 @@ impl DriftKind {
             DriftKind::KeyChanged => ("key change", "key changes"),
             DriftKind::Archived => ("archiving", "archivings"),
             DriftKind::Unarchived => ("unarchiving", "unarchivings"),
+            DriftKind::Trashed => ("move to the trash", "moves to the trash"),
             DriftKind::Missing => ("deletion", "deletions"),
             DriftKind::Reappeared => ("reappearance", "reappearances"),
         };

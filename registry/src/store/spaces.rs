@@ -251,6 +251,9 @@ fn plan<'a>(
         (true, false) => kinds.push(DriftKind::Unarchived),
         _ => {}
     }
+    if !ex.trashed && record.state.trashed {
+        kinds.push(DriftKind::Trashed);
+    }
     Plan::Change {
         record,
         retire: retire.iter().map(|a| a.id).collect(),
