@@ -50,6 +50,7 @@ pub fn start_worker(store: &Store, ctx: &SyncContext) -> RunningWorker {
         ctx,
         queue: Queue::new(store, &qcfg),
         queue_config: qcfg,
+        schedule: None,
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(run_workers(state, opts, async move {

@@ -15,6 +15,8 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod drift;
+
 use crate::AdminState;
 use crate::auth::{Caller, Need};
 use crate::error::AdminError;
@@ -263,6 +265,7 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(list_connections))
         .routes(routes!(set_connection_status))
         .routes(routes!(list_audit))
+        .routes(routes!(drift::get_drift))
         .merge(crate::client_api::routes())
         .split_for_parts();
     let mut doc = doc;

@@ -238,6 +238,7 @@ async fn render(
         }
     };
     let connections = connections_overview(st).await?;
+    let drift = st.store.drift_report(None).await?;
     let page = layout(
         "cmcp-discovery admin",
         html! {
@@ -276,6 +277,15 @@ async fn render(
                                 button type="submit" { (if status == "enabled" { "Disable" } else { "Enable" }) }
                             }
                         }
+                    }
+                }
+            }
+            h2 { "Last night's reconciliation" }
+            ul {
+                @for l in &drift {
+                    li.(if l.flagged { "conflict" } else { "" }) {
+                        (l.connection_id) ": " (l.summary)
+                        @if let Some(h) = &l.hint { br; small { (h) } }
                     }
                 }
             }

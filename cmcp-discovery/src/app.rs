@@ -5,7 +5,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use cmcp_registry::cipher::MASTER_KEY_ENV;
 use cmcp_registry::{Cipher, MissingKey, Store, StoreOptions};
-use cmcp_worker::{Queue, SyncConnection, SyncContext, WorkerOptions, WorkerState};
+use cmcp_worker::{
+    Queue, ScheduleSettings, SyncConnection, SyncContext, UpkeepSettings, WorkerOptions,
+    WorkerState,
+};
 
 use crate::config::Config;
 
@@ -78,7 +81,11 @@ impl App {
     }
 
     pub fn worker_state(&self, opts: &WorkerOptions) -> Arc<WorkerState> {
-        Arc::new(WorkerState {
+        Arc::new(self.state(opts))
+    }
+
+    fn state(&self, opts: &WorkerOptions) -> WorkerState {
+        WorkerState {
             ctx: SyncContext {
                 store: self.store.clone(),
                 cipher: self.cipher.clone(),
@@ -88,6 +95,23 @@ impl App {
             },
             queue: self.queue(),
             queue_config: self.cfg.queue.clone(),
-        })
+            schedule: None,
+        }
+    }
+
+    /// The state of a long-running worker (`serve`, `worker`): it also runs
+    /// the fleet's scheduler and the scheduled jobs (reconcile, push-channel
+    /// upkeep, retention).
+    pub fn fleet_worker_state(&self, opts: &WorkerOptions) -> Arc<WorkerState> {
+        let mut state = self.state(opts);
+        state.schedule = Some(ScheduleSettings {
+            reconcile: self.cfg.reconcile.clone(),
+            channels_every: self.cfg.drive_channels_every,
+            upkeep: UpkeepSettings {
+                public_url: self.cfg.public_url.clone(),
+                retention: self.cfg.retention.clone(),
+            },
+        });
+        Arc::new(state)
     }
 }

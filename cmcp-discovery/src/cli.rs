@@ -74,6 +74,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Reconcile now: a complete listing of one connection (or of every
+    /// enabled or held one) compared with the registry, recording what
+    /// webhooks missed.
+    Reconcile {
+        connection: Option<String>,
+        /// Run a worker in this process and wait for the runs to finish.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_secs: u64,
+    },
+    /// The drift report: what the latest reconcile of each connection found
+    /// that no webhook had delivered.
+    Drift {
+        #[arg(long)]
+        connection: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Read the registry.
     #[command(subcommand)]
     Spaces(SpacesCmd),
@@ -158,6 +178,14 @@ pub enum ConnectionCmd {
         /// Print the URL, the steps and (with --show-secret) the secret as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Confirm that the spaces a held connection's listing lacked are gone:
+    /// they are marked missing and the hold ends (audited).
+    ConfirmMissing {
+        connection: String,
+        /// Why they are gone (kept in the audit log).
+        #[arg(long)]
+        reason: String,
     },
     /// Make a new webhook secret; the old one stays valid for the overlap.
     RotateSecret {

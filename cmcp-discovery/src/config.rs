@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use cmcp_connectors::HttpConfig;
-use cmcp_worker::{QueueConfig, SyncConfig};
+use cmcp_worker::{QueueConfig, ReconcileConfig, RetentionConfig, SyncConfig};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use serde::{Deserialize, Serialize};
@@ -51,12 +51,17 @@ pub struct Config {
     pub http: HttpConfig,
     pub queue: QueueConfig,
     pub sync: SyncConfig,
+    /// The nightly reconciliation and the other schedules.
+    pub reconcile: ReconcileConfig,
+    /// What is pruned, and after how long.
+    pub retention: RetentionConfig,
     /// The base URL platforms reach this fleet's webhook gateway at;
     /// `connection webhook-info` prints `<public_url>/hooks/<platform>/<id>`.
     pub public_url: String,
     /// Webhook gateway settings (body cap).
     pub gateway: cmcp_webhook_gateway::GatewayConfig,
-    /// How often `serve` and `worker` check Drive push channels: open the
+    /// How often the fleet checks push channels (a scheduled job, one per
+    /// connection per tick for the whole fleet): open the
     /// missing ones, renew those close to expiry, and catch up after a
     /// lapse. Drive channels last at most a week and are never renewed by
     /// Google, so this must run well within that.
@@ -75,6 +80,8 @@ impl Default for Config {
             http: HttpConfig::default(),
             queue: QueueConfig::default(),
             sync: SyncConfig::default(),
+            reconcile: ReconcileConfig::default(),
+            retention: RetentionConfig::default(),
             public_url: "http://127.0.0.1:8080".to_owned(),
             gateway: cmcp_webhook_gateway::GatewayConfig::default(),
             drive_channels_every: std::time::Duration::from_secs(600),

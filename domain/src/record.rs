@@ -147,6 +147,9 @@ crate::string_enum! {
         DriveChanges = "drive-changes",
         /// The `demo` command.
         Demo = "demo",
+        /// A nightly (or `reconcile`) complete listing that records what
+        /// webhooks missed.
+        Reconcile = "reconcile",
         /// A test or benchmark.
         Test = "test",
         Bench = "bench",
@@ -158,6 +161,10 @@ crate::string_enum! {
     pub enum ConnectionStatus: "connection status" {
         Enabled = "enabled",
         Disabled = "disabled",
+        /// A complete listing would have marked too many spaces missing:
+        /// nothing was marked, and an ADMIN confirms or a later listing
+        /// that agrees clears it. It still syncs.
+        Held = "held",
     }
 }
 
@@ -168,6 +175,12 @@ crate::string_enum! {
         WriteScope = "write-scope",
         /// The platform reports the connection's webhook deleted.
         WebhookDeleted = "webhook-deleted",
+        /// A complete listing lacked too many spaces at once; the
+        /// connection is held and nothing was marked missing.
+        MassMissing = "mass-missing",
+        /// The platform refused the credential for good (revoked, expired,
+        /// lost its permission); the next complete listing clears it.
+        CredentialRejected = "credential-rejected",
     }
 }
 

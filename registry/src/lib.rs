@@ -25,4 +25,8 @@ pub use store::{
 };
 pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
+pub use store::{
+    DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
+};
 pub use store::{DriveChannelRow, NewDriveChannel};
+pub use store::{PruneBefore, Pruned};

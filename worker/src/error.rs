@@ -12,6 +12,8 @@ pub enum WorkerError {
     Connector(#[from] ConnectorError),
     #[error("queue: {0}")]
     Queue(String),
+    #[error("schedule {0}")]
+    Schedule(String),
     #[error("sync of connection {connection_id} did not finish: {detail}")]
     Sync {
         connection_id: String,
@@ -26,9 +28,10 @@ impl WorkerError {
     pub fn intent(&self) -> RetryIntent {
         match self {
             WorkerError::Connector(e) => e.intent(),
-            WorkerError::Registry(_) | WorkerError::Queue(_) | WorkerError::Sync { .. } => {
-                RetryIntent::Transient
-            }
+            WorkerError::Registry(_)
+            | WorkerError::Queue(_)
+            | WorkerError::Schedule(_)
+            | WorkerError::Sync { .. } => RetryIntent::Transient,
         }
     }
 }

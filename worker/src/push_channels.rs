@@ -5,8 +5,7 @@
 //!
 //! Channels expire silently (at most a week for Drive) and are never renewed
 //! by the platform (trap 6 of the upstream notes), so [`ensure_channels`]
-//! runs periodically (`serve` calls [`ensure_all_channels`] every
-//! `drive_channels_every`), well
+//! runs periodically (a scheduled job per connection, see `schedule.rs`), well
 //! inside the renewal margin. One pass, per feed that has a position:
 //!
 //! - no channel: open one, with a random channel id and a random token
@@ -135,42 +134,6 @@ pub async fn ensure_channels_at(
     };
     let address = hook_address(public_url, connection.platform, connection_id);
     ensure_with(ctx, push, connection_id, &address, policy, now_ms).await
-}
-
-/// One pass over every enabled connection whose connector offers push
-/// channels (which platforms those are is the connectors' business, not
-/// the caller's): each connection's report, or why its pass failed. Only
-/// listing the connections fails the whole call.
-pub async fn ensure_all_channels(
-    ctx: &SyncContext,
-    public_url: &str,
-) -> Result<Vec<(String, Result<ChannelReport>)>> {
-    let policy = ChannelPolicy::default();
-    let mut reports = Vec::new();
-    for connection in ctx.store.list_connections().await? {
-        if connection.status != cmcp_domain::ConnectionStatus::Enabled {
-            continue;
-        }
-        let built = crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, &connection)
-            .await
-            .map_err(WorkerError::from)
-            .and_then(|c| c.map_err(WorkerError::from));
-        let connector = match built {
-            Ok(c) => c,
-            Err(e) => {
-                reports.push((connection.id.clone(), Err(e)));
-                continue;
-            }
-        };
-        let Some(push) = connector.push_channels() else {
-            continue;
-        };
-        let address = hook_address(public_url, connection.platform, &connection.id);
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let report = ensure_with(ctx, push, &connection.id, &address, &policy, now_ms).await;
-        reports.push((connection.id.clone(), report));
-    }
-    Ok(reports)
 }
 
 /// The pass itself, with the connector's channels and the hook address.

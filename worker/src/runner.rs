@@ -9,8 +9,10 @@ use tracing::info;
 
 use crate::error::{Result, WorkerError};
 use crate::jobs::handle_delivery::{self, HandleDelivery};
+use crate::jobs::scheduled::{self, Scheduled};
 use crate::jobs::sync_connection;
 use crate::queue::{Backend, Queue};
+use crate::schedule::Scheduler;
 use crate::state::WorkerState;
 
 #[derive(Debug, Clone)]
@@ -49,15 +51,38 @@ where
     // second worker name (apalis names are unique per worker).
     let deliveries_name = format!("{}-deliveries", opts.name);
     let deliveries = Queue::<HandleDelivery>::new(&state.ctx.store, &cfg);
+    let scheduled_q = Queue::<Scheduled>::new(&state.ctx.store, &cfg);
+    let scheduled_name = format!("{}-scheduled", opts.name);
     let (ctx, queue) = (state.ctx.clone(), state.queue.clone());
     let d_cfg = cfg.clone();
     let (d_ctx, d_queue) = (ctx.clone(), queue.clone());
+    let (s_ctx, s_cfg) = (ctx.clone(), cfg.clone());
+    let upkeep = state.schedule.as_ref().map(|s| s.upkeep.clone());
+    // The scheduler stops with the workers.
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let scheduler = match &state.schedule {
+        Some(s) => {
+            let now = chrono::Utc::now().timestamp_millis();
+            let scheduler = Scheduler::new(
+                ctx.clone(),
+                &s.reconcile,
+                s.channels_every,
+                cfg.max_attempts,
+                now,
+            )?;
+            let every = s.reconcile.check_every;
+            Some(tokio::spawn(scheduler.run(every, async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })))
+        }
+        None => None,
+    };
     // Each job takes what it needs as its own `Data`: the sync context, the
     // sync queue, the queue settings.
     let monitor = match (queue.backend(), deliveries.backend()) {
         (Backend::Sqlite(storage), Backend::Sqlite(deliveries)) => {
             let (storage, deliveries) = (storage.clone(), deliveries.clone());
-            Monitor::new()
+            let monitor = Monitor::new()
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
@@ -74,11 +99,24 @@ where
                         .data(d_ctx.clone())
                         .data(d_queue.clone())
                         .build(handle_delivery::handle)
-                })
+                });
+            match (upkeep, scheduled_q.backend()) {
+                (Some(upkeep), Backend::Sqlite(scheduled)) => {
+                    let scheduled = scheduled.clone();
+                    monitor.register(move |_| {
+                        WorkerBuilder::new(scheduled_name.clone())
+                            .backend(scheduled.clone().poll_with_interval(s_cfg.poll_interval))
+                            .data(s_ctx.clone())
+                            .data(upkeep.clone())
+                            .build(scheduled::handle)
+                    })
+                }
+                _ => monitor,
+            }
         }
         (Backend::Postgres(storage), Backend::Postgres(deliveries)) => {
             let (storage, deliveries) = (storage.clone(), deliveries.clone());
-            Monitor::new()
+            let monitor = Monitor::new()
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
@@ -95,7 +133,20 @@ where
                         .data(d_ctx.clone())
                         .data(d_queue.clone())
                         .build(handle_delivery::handle)
-                })
+                });
+            match (upkeep, scheduled_q.backend()) {
+                (Some(upkeep), Backend::Postgres(scheduled)) => {
+                    let scheduled = scheduled.clone();
+                    monitor.register(move |_| {
+                        WorkerBuilder::new(scheduled_name.clone())
+                            .backend(scheduled.clone().poll_with_interval(s_cfg.poll_interval))
+                            .data(s_ctx.clone())
+                            .data(upkeep.clone())
+                            .build(scheduled::handle)
+                    })
+                }
+                _ => monitor,
+            }
         }
         _ => {
             return Err(WorkerError::Queue(
@@ -103,12 +154,17 @@ where
             ));
         }
     };
-    monitor
+    let result = monitor
         .shutdown_timeout(std::time::Duration::from_secs(10))
         .run_with_signal(async move {
             shutdown.await;
             Ok(())
         })
         .await
-        .map_err(|e| WorkerError::Queue(format!("worker monitor: {e}")))
+        .map_err(|e| WorkerError::Queue(format!("worker monitor: {e}")));
+    let _ = stop_tx.send(true);
+    if let Some(task) = scheduler {
+        let _ = task.await;
+    }
+    result
 }

@@ -15,12 +15,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
-use cmcp_domain::{RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord};
-use cmcp_registry::{Cipher, ConnectionRow, Store};
+use cmcp_domain::{
+    RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord,
+};
+use cmcp_registry::{Cipher, ConnectionRow, DriftKind, HoldRow, SpaceChange, Store};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::{info, instrument, warn};
 
+use crate::breaker;
 use crate::error::{Result, WorkerError};
 use crate::lease::ConnectionLease;
 
@@ -33,6 +36,15 @@ pub struct SyncConfig {
     pub lease_ttl: Duration,
     /// Pages read ahead of the registry writes.
     pub page_buffer: usize,
+    /// The breaker: a complete listing that would mark more than this
+    /// share of the connection's seen spaces missing marks nothing and
+    /// holds the connection (see [`crate::breaker`]).
+    pub max_missing_fraction: f64,
+    /// … or more than this many.
+    pub max_missing: u64,
+    /// A space is tombstoned after this many consecutive complete listings
+    /// without it (0: never by absence, only by a direct read).
+    pub tombstone_after: u32,
 }
 
 impl Default for SyncConfig {
@@ -40,6 +52,9 @@ impl Default for SyncConfig {
         SyncConfig {
             lease_ttl: Duration::from_secs(60),
             page_buffer: 4,
+            max_missing_fraction: 0.10,
+            max_missing: 50,
+            tombstone_after: 7,
         }
     }
 }
@@ -222,14 +237,90 @@ async fn sync_under_lease(
     };
     let connector = match connect(ctx, connection).await? {
         Ok(c) => c,
-        Err(e) => return finish(ctx, run, Ending::from_error(&e, false)).await,
+        Err(e) => return end(ctx, connection, run, Ending::from_error(&e, false)).await,
     };
-    let (listed, seen) = list_and_apply(ctx, connection, connector, &mut run.figures).await?;
+    // A reconcile notes every change it applies: what no webhook delivered.
+    let mut drift = (trigger == RunTrigger::Reconcile).then(Vec::new);
+    let (listed, mut seen, connector) =
+        list_and_apply(ctx, connection, connector, &mut run.figures, drift.as_mut()).await?;
+    if trigger == RunTrigger::Reconcile && listed.as_ref().is_ok_and(|r| r.complete) {
+        crate::trashed::recheck_unseen(
+            ctx,
+            connection,
+            connector.as_ref(),
+            &mut seen,
+            &mut run.figures,
+            drift.as_mut(),
+        )
+        .await?;
+    }
     let ending = match listed {
-        Ok(report) => conclude(ctx, connection, &report, &seen, lost, &mut run.figures).await?,
+        Ok(report) => {
+            let listing = Listing {
+                report: &report,
+                seen: &seen,
+                run_id: &run.id,
+            };
+            conclude(
+                ctx,
+                connection,
+                listing,
+                lost,
+                &mut run.figures,
+                drift.as_mut(),
+            )
+            .await?
+        }
         Err(e) => Ending::from_error(&e, run.figures.items_seen > 0),
     };
+    if let Some(changes) = &drift {
+        crate::drift::record(&ctx.store, &connection.id, &run.id, changes).await?;
+    }
+    end(ctx, connection, run, ending).await
+}
+
+/// Records the run's end, and a permanent refusal on the connection.
+async fn end(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    run: Run,
+    ending: Ending,
+) -> Result<SyncOutcome> {
+    if let Ending::Failed {
+        why,
+        intent: RetryIntent::Permanent,
+    } = &ending
+    {
+        credential_rejected(ctx, connection, why).await;
+    }
     finish(ctx, run, ending).await
+}
+
+/// A permanent refusal (a revoked or expired token, a lost permission) is
+/// shown on the connection at once — the nightly reconcile is what finds it
+/// when nothing else runs — beside the risks already known. The next
+/// complete listing replaces the notices with what it found.
+async fn credential_rejected(ctx: &SyncContext, connection: &ConnectionRow, why: &str) {
+    let mut risks: Vec<RiskNotice> = connection
+        .risks
+        .iter()
+        .filter(|r| r.code != RiskCode::CredentialRejected)
+        .cloned()
+        .collect();
+    risks.push(RiskNotice {
+        code: RiskCode::CredentialRejected,
+        message: format!("the platform refused the credential: {why}; replace the token"),
+    });
+    if let Err(e) = ctx.store.set_connection_risks(&connection.id, &risks).await {
+        warn!(error = %e, "could not record the connection's risks");
+    }
+}
+
+/// A listing that returned, with what it saw, in the run that read it.
+struct Listing<'a> {
+    report: &'a ListingReport,
+    seen: &'a HashSet<SpaceAddress>,
+    run_id: &'a str,
 }
 
 /// The connection's connector, with the shared budget and page cache. The
@@ -242,19 +333,26 @@ async fn connect(
 }
 
 /// Runs the listing and applies its pages as they arrive. Returns the
-/// listing's own result and every address it sent; a registry failure
-/// stops the listing and is the error.
+/// listing's own result, every address it sent and the connector; a
+/// registry failure stops the listing and is the error.
 async fn list_and_apply(
     ctx: &SyncContext,
     connection: &ConnectionRow,
     connector: Box<dyn Connector>,
     figures: &mut RunFigures,
+    mut drift: Option<&mut Vec<SpaceChange>>,
 ) -> Result<(
     std::result::Result<ListingReport, ConnectorError>,
     HashSet<SpaceAddress>,
+    Box<dyn Connector>,
 )> {
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
-    let listing = tokio::spawn(async move { connector.list(tx).await });
+    // The connector comes back from the listing: a reconcile reads the
+    // spaces the listing lacked with it.
+    let listing = tokio::spawn(async move {
+        let listed = connector.list(tx).await;
+        (listed, connector)
+    });
 
     let mut seen: HashSet<SpaceAddress> = HashSet::new();
     let mut store_error = None;
@@ -263,10 +361,13 @@ async fn list_and_apply(
         seen.extend(page.iter().map(|r| r.address.clone()));
         match ctx
             .store
-            .apply_page(&connection.id, &connection.owner, &page)
+            .apply_page_noting(&connection.id, &connection.owner, &page)
             .await
         {
-            Ok(stats) => {
+            Ok((stats, changes)) => {
+                if let Some(d) = drift.as_deref_mut() {
+                    d.extend(changes);
+                }
                 figures.created += stats.created;
                 figures.updated += stats.updated;
                 figures.renamed += stats.renamed;
@@ -281,36 +382,34 @@ async fn list_and_apply(
         }
     }
     drop(rx);
-    let listed = listing.await.map_err(|e| WorkerError::Sync {
+    let (listed, connector) = listing.await.map_err(|e| WorkerError::Sync {
         connection_id: connection.id.clone(),
         detail: format!("listing task failed: {e}"),
     })?;
     if let Some(e) = store_error {
         return Err(e.into());
     }
-    Ok((listed, seen))
+    Ok((listed, seen, connector))
 }
 
 /// What a listing that returned means for the registry: only a complete
-/// one, with the lease held throughout, marks unseen spaces missing.
+/// one, with the lease held throughout and within the breaker's bounds,
+/// marks unseen spaces missing.
 async fn conclude(
     ctx: &SyncContext,
     connection: &ConnectionRow,
-    report: &ListingReport,
-    seen: &HashSet<SpaceAddress>,
+    listing: Listing<'_>,
     lost: &AtomicBool,
     figures: &mut RunFigures,
+    drift: Option<&mut Vec<SpaceChange>>,
 ) -> Result<Ending> {
+    let report = listing.report;
     add_http(figures, report);
-    if let Err(e) = ctx
-        .store
-        .set_connection_risks(&connection.id, &report.risks)
-        .await
-    {
-        warn!(error = %e, "could not record the connection's risks");
-    }
     let lease_lost = lost.load(Ordering::SeqCst);
     if !report.complete || lease_lost {
+        // A hold stays until a complete listing decides about it.
+        let hold = ctx.store.get_hold(&connection.id).await?;
+        record_risks(ctx, connection, &report.risks, hold.as_ref()).await;
         let mut why = report.failures.join("; ");
         if lease_lost {
             why = format!("sync lease lost mid-run; {why}");
@@ -321,13 +420,73 @@ async fn conclude(
             intent: RetryIntent::Transient,
         });
     }
-    figures.missing = ctx.store.mark_missing(&connection.id, seen).await?;
+    let preview = ctx
+        .store
+        .missing_preview(&connection.id, listing.seen)
+        .await?;
+    if let Some(reason) = breaker::trips(&ctx.sync, &preview) {
+        warn!(
+            would_miss = preview.would_miss.len(),
+            seen_before = preview.seen_before,
+            "breaker: the listing lacks too many spaces; nothing marked missing, connection held"
+        );
+        ctx.store
+            .hold_connection(&connection.id, listing.run_id, &preview, &reason)
+            .await?;
+        let hold = ctx.store.get_hold(&connection.id).await?;
+        record_risks(ctx, connection, &report.risks, hold.as_ref()).await;
+        return Ok(Ending::Complete);
+    }
+    if ctx.store.clear_hold(&connection.id).await? {
+        info!("breaker: a complete listing agrees with the registry; hold cleared");
+    }
+    record_risks(ctx, connection, &report.risks, None).await;
+    if let Some(d) = drift {
+        d.extend(
+            preview
+                .would_miss
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .map(|address| SpaceChange {
+                    address,
+                    kind: DriftKind::Missing,
+                }),
+        );
+    }
+    figures.missing = ctx.store.mark_missing(&connection.id, listing.seen).await?;
+    let tombstoned = ctx
+        .store
+        .tombstone_long_missing(&connection.id, ctx.sync.tombstone_after)
+        .await?;
+    if !tombstoned.is_empty() {
+        info!(
+            tombstoned = tombstoned.len(),
+            after = ctx.sync.tombstone_after,
+            "tombstoned spaces absent from consecutive complete listings"
+        );
+    }
     // Mapping proposals follow the catalogue; a failure here is logged and
     // never fails the sync (the next run retries).
     if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
         warn!(error = %e, "could not refresh mapping proposals");
     }
     Ok(Ending::Complete)
+}
+
+/// The credential's risks as the listing revealed them, plus the breaker's
+/// notice while the connection is held. A failure is logged: risks are
+/// advice, never a reason to fail the run.
+async fn record_risks(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    risks: &[RiskNotice],
+    hold: Option<&HoldRow>,
+) {
+    let mut risks = risks.to_vec();
+    risks.extend(hold.map(|h| breaker::notice(&connection.id, h)));
+    if let Err(e) = ctx.store.set_connection_risks(&connection.id, &risks).await {
+        warn!(error = %e, "could not record the connection's risks");
+    }
 }
 
 fn add_http(figures: &mut RunFigures, report: &ListingReport) {

@@ -17,6 +17,7 @@ both_backends!(
     connection_disable_is_audited,
     revoked_key_is_refused,
     openapi_document_lists_the_routes,
+    drift_report_has_a_line_per_connection,
 );
 
 pub struct Server {
@@ -62,6 +63,7 @@ fn routes() -> Vec<(Method, &'static str, Value)> {
             json!({"status": "enabled"}),
         ),
         (Method::GET, "/v1/audit", Value::Null),
+        (Method::GET, "/v1/drift", Value::Null),
     ]
 }
 
@@ -344,4 +346,65 @@ pub async fn openapi_document_lists_the_routes(db: TestDb) {
             "{path} missing from the OpenAPI document"
         );
     }
+}
+
+pub async fn drift_report_has_a_line_per_connection(db: TestDb) {
+    use cmcp_domain::{RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceKind};
+    use cmcp_registry::{DriftKind, SpaceChange};
+    connection(&db.store, "bb").await;
+    connection(&db.store, "quiet").await;
+    let run = db
+        .store
+        .start_run("bb", RunTrigger::Reconcile, "w")
+        .await
+        .unwrap();
+    let change = |n: &str, kind| SpaceChange {
+        address: SpaceAddress::new(SpaceKind::GithubRepo, "github.com", n).unwrap(),
+        kind,
+    };
+    let changes = [
+        change("1", DriftKind::Created),
+        change("2", DriftKind::Renamed),
+        change("3", DriftKind::Renamed),
+    ];
+    db.store.record_drift("bb", &run, &changes).await.unwrap();
+    db.store
+        .finish_run(&run, RunOutcome::Complete, &RunFigures::default(), None)
+        .await
+        .unwrap();
+    let srv = serve(&db).await;
+    let k = key(&db, "admin", &["connections"]).await;
+    let (status, body) = srv
+        .call(Method::GET, "/v1/drift", Some(&k), &Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["connection_id"], "bb");
+    assert_eq!(items[0]["missed"], 3);
+    assert_eq!(items[0]["by_kind"]["renamed"], 2);
+    assert_eq!(
+        items[0]["summary"],
+        "webhooks missed 3 changes last night: 1 new space, 2 renames"
+    );
+    assert_eq!(items[1]["summary"], "no reconcile has run yet");
+    let (status, one) = srv
+        .call(
+            Method::GET,
+            "/v1/drift?connection=quiet",
+            Some(&k),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["items"].as_array().unwrap().len(), 1);
+    let (status, _) = srv
+        .call(
+            Method::GET,
+            "/v1/drift?connection=nope",
+            Some(&k),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -8,6 +8,15 @@ use crate::cli::{AddArgs, AddCmd, ConnectionCmd};
 
 pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
     match cmd {
+        ConnectionCmd::ConfirmMissing { connection, reason } => {
+            let actor = format!("cli:{}", whoami());
+            let marked = app
+                .store
+                .confirm_missing(&connection, &actor, &reason)
+                .await?;
+            println!("{connection}: {marked} spaces marked missing; the hold is over");
+            Ok(())
+        }
         ConnectionCmd::Add(AddArgs {
             json,
             platform:

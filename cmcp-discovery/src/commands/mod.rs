@@ -6,6 +6,7 @@ mod demo;
 mod health;
 mod keys;
 mod places;
+mod reconcile;
 mod serve;
 mod spaces;
 mod sync;
@@ -97,6 +98,14 @@ pub async fn run(cli: Cli) -> Result<()> {
                     timeout_secs,
                     json,
                 } => sync::run(&app, &connection, wait, timeout_secs, json).await,
+                Command::Reconcile {
+                    connection,
+                    wait,
+                    timeout_secs,
+                } => reconcile::run(&app, connection.as_deref(), wait, timeout_secs).await,
+                Command::Drift { connection, json } => {
+                    reconcile::drift(&app, connection.as_deref(), json).await
+                }
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
                 Command::Places(cmd) => places::run(&app, cmd).await,
                 Command::Keys(cmd) => keys::run(&app, cmd).await,

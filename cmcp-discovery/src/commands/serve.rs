@@ -22,9 +22,9 @@ pub async fn serve(app: &App) -> Result<()> {
             .await
     });
     let opts = WorkerOptions::unique("serve");
-    let upkeep = spawn_push_channel_upkeep(app, &opts);
-    run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
-    upkeep.abort();
+    // The worker also runs the fleet's scheduler: reconciles, push-channel
+    // upkeep and retention are scheduled jobs, one per tick for the fleet.
+    run_workers(app.fleet_worker_state(&opts), opts, shutdown_signal()).await?;
     http.await.context("http task")?.context("http server")?;
     Ok(())
 }
@@ -57,9 +57,7 @@ fn edge_state(app: &App) -> EdgeState {
 /// A worker process only.
 pub async fn worker(app: &App) -> Result<()> {
     let opts = WorkerOptions::unique("worker");
-    let upkeep = spawn_push_channel_upkeep(app, &opts);
-    run_workers(app.worker_state(&opts), opts, shutdown_signal()).await?;
-    upkeep.abort();
+    run_workers(app.fleet_worker_state(&opts), opts, shutdown_signal()).await?;
     Ok(())
 }
 
@@ -81,51 +79,4 @@ pub async fn shutdown_signal() {
         () = term => {},
     }
     info!("shutting down");
-}
-
-/// Keep open the push channels of every enabled connection whose connector
-/// has them: at start and then every `drive_channels_every`, open missing
-/// channels, renew those near expiry (new first, then stop the old) and run
-/// an incremental pass after a lapse. Several processes may do this at once; a duplicate
-/// channel is stopped by the next pass.
-fn spawn_push_channel_upkeep(app: &App, opts: &WorkerOptions) -> tokio::task::JoinHandle<()> {
-    let state = app.worker_state(opts);
-    let public_url = app.cfg.public_url.clone();
-    let every = app
-        .cfg
-        .drive_channels_every
-        .max(std::time::Duration::from_secs(1));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let reports = match cmcp_worker::push_channels::ensure_all_channels(
-                &state.ctx,
-                &public_url,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(error = %e, "push channel upkeep: cannot list connections");
-                    continue;
-                }
-            };
-            for (connection_id, report) in reports {
-                match report {
-                    Ok(r) => tracing::info!(
-                        %connection_id,
-                        opened = r.opened,
-                        renewed = r.renewed,
-                        lapsed = r.lapsed,
-                        failed = r.failed,
-                        "push channels checked"
-                    ),
-                    Err(e) => {
-                        tracing::warn!(%connection_id, error = %e, "push channel upkeep failed")
-                    }
-                }
-            }
-        }
-    })
 }

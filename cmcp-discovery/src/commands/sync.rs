@@ -54,7 +54,11 @@ pub async fn run(
 
 /// Run a worker in this process until the run `run_id` finishes (another
 /// worker of the fleet may be the one to run it).
-async fn sync_and_wait_for(app: &App, run_id: &str, timeout: Duration) -> Result<SyncRunRow> {
+pub(super) async fn sync_and_wait_for(
+    app: &App,
+    run_id: &str,
+    timeout: Duration,
+) -> Result<SyncRunRow> {
     let opts = WorkerOptions::unique("cli");
     let state = app.worker_state(&opts);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -21,8 +21,10 @@ mod audit;
 mod budget;
 mod changes;
 mod connections;
+mod drift;
 mod drive;
 mod drive_channels;
+mod holds;
 mod http_cache;
 mod key_canary;
 mod keys;
@@ -30,7 +32,9 @@ mod manifest;
 mod places;
 mod proposals;
 mod resolve;
+mod retention;
 mod runs;
+mod schedule;
 mod sightings;
 mod spaces;
 mod stored_delivery;
@@ -41,8 +45,10 @@ pub use audit::{AuditEntry, NewAuditEntry};
 pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
 pub use changes::{ChangeKind, ChangePage, ChangeRow, Cursor};
 pub use connections::{ConnectionRow, LeaseAttempt, NewConnection};
+pub use drift::{DriftKind, DriftLine, REPEAT_OFFENDER_NIGHTS, SpaceChange};
 pub use drive::DrivePageToken;
 pub use drive_channels::{DriveChannelRow, NewDriveChannel};
+pub use holds::{HoldRow, MissingPreview};
 pub use http_cache::CachedPageRow;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
@@ -55,6 +61,7 @@ pub use proposals::{
     ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
 };
 pub use resolve::{MatchRank, Resolution, Resolved};
+pub use retention::{PruneBefore, Pruned};
 pub use runs::SyncRunRow;
 pub use sightings::{
     Denial, OwnerChangeRow, SIGHTING_REFRESH_MS, SightingRow, SightingState, TombstoneOutcome,

@@ -139,7 +139,7 @@ pub(crate) fn upsert_seen_sql(n: usize) -> String {
         "INSERT INTO sightings (connection_id, space_address, state, first_seen_at, last_seen_at, state_since) \
          VALUES {} ON CONFLICT (connection_id, space_address) DO UPDATE SET \
          state_since = CASE WHEN sightings.state = 'seen' THEN sightings.state_since ELSE excluded.state_since END, \
-         state = 'seen', last_seen_at = excluded.last_seen_at \
+         state = 'seen', last_seen_at = excluded.last_seen_at, missed_listings = 0 \
          WHERE sightings.state <> 'seen' OR sightings.last_seen_at < $2",
         rows.join(", ")
     )
@@ -231,11 +231,24 @@ impl Store {
             .map(|(a,)| a)
             .filter(|a| !seen.contains(a))
             .collect();
+        self.mark_unseen(connection_id, &reader, &unseen).await
+    }
+
+    /// The sightings of `unseen` by `connection_id` (owned by `reader`)
+    /// become `missing`, each counting one more complete listing without
+    /// its space; a space the connection may write becomes `missing` once
+    /// no connection still sees it. Returns how many spaces became missing.
+    pub(crate) async fn mark_unseen(
+        &self,
+        connection_id: &str,
+        reader: &Owner,
+        unseen: &[String],
+    ) -> Result<u64> {
         if unseen.is_empty() {
             return Ok(0);
         }
         // A person's connection decides only about that person's spaces.
-        let only_owner = match &reader {
+        let only_owner = match reader {
             Owner::Company => None,
             Owner::Person(_) => Some(reader.as_db()),
         };
@@ -244,8 +257,9 @@ impl Store {
         in_tx!(self, tx => {
             for chunk in unseen.chunks(CHUNK) {
                 let sql = format!(
-                    "UPDATE sightings SET state = 'missing', state_since = $1 \
-                     WHERE connection_id = $2 AND state <> 'missing' AND space_address IN ({})",
+                    "UPDATE sightings SET missed_listings = missed_listings + 1, \
+                     state_since = CASE WHEN state = 'missing' THEN state_since ELSE $1 END, state = 'missing' \
+                     WHERE connection_id = $2 AND space_address IN ({})",
                     placeholders(3, chunk.len())
                 );
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).bind(connection_id);
@@ -397,7 +411,7 @@ impl Store {
         raws.into_iter().map(TryInto::try_into).collect()
     }
 
-    async fn connection_owner(&self, connection_id: &str) -> Result<Owner> {
+    pub(crate) async fn connection_owner(&self, connection_id: &str) -> Result<Owner> {
         let row: Option<(String,)> = on_pool!(self, pool => {
             sqlx::query_as("SELECT owner FROM connections WHERE id = $1")
                 .bind(connection_id).fetch_optional(pool).await?

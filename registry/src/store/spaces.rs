@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use cmcp_domain::{Alias, AliasKind, Owner, SpaceAddress, SpaceRecord, SpaceStatus, Visibility};
 use serde::Serialize;
 
+use super::drift::{DriftKind, SpaceChange};
 use super::sightings::{SIGHTING_REFRESH_MS, may_write, upsert_seen_sql};
 use super::{Store, in_tx, now_ms, on_pool, placeholders};
 use crate::error::{RegistryError, Result};
@@ -168,6 +169,8 @@ enum Plan<'a> {
         renamed: bool,
         /// The private owner a company connection takes the space from.
         taken_from: Option<Owner>,
+        /// What the change means for the drift report.
+        kinds: Vec<DriftKind>,
     },
     Unchanged,
     Foreign,
@@ -220,12 +223,35 @@ fn plan<'a>(
     let naming = |k: AliasKind| matches!(k, AliasKind::FullName | AliasKind::Name | AliasKind::Key);
     let renamed = retire.iter().any(|a| naming(a.kind))
         || (add.iter().any(|a| naming(a.kind)) && !active.is_empty());
+    let touched = |k: AliasKind| {
+        retire.iter().any(|a| a.kind == k)
+            || (add.iter().any(|a| a.kind == k) && !active.is_empty())
+    };
+    let mut kinds = Vec::new();
+    if ex.status != SpaceStatus::Active {
+        kinds.push(DriftKind::Reappeared);
+    }
+    if touched(AliasKind::FullName) || touched(AliasKind::Name) {
+        kinds.push(DriftKind::Renamed);
+    }
+    if touched(AliasKind::Key) {
+        kinds.push(DriftKind::KeyChanged);
+    }
+    match (ex.archived, record.state.archived) {
+        (false, true) => kinds.push(DriftKind::Archived),
+        (true, false) => kinds.push(DriftKind::Unarchived),
+        _ => {}
+    }
+    if !ex.trashed && record.state.trashed {
+        kinds.push(DriftKind::Trashed);
+    }
     Plan::Change {
         record,
         retire: retire.iter().map(|a| a.id).collect(),
         add,
         renamed,
         taken_from,
+        kinds,
     }
 }
 
@@ -250,6 +276,20 @@ impl Store {
         // racing a sync) can both see a space as new and both insert it; the
         // loser's transaction rolls back whole. Reading the page again then
         // finds the winner's rows and applies the difference.
+        Ok(self
+            .apply_page_noting(connection_id, owner, records)
+            .await?
+            .0)
+    }
+
+    /// [`Store::apply_page`], also saying what it changed in each space
+    /// (created, renamed, archived…), for the drift report.
+    pub async fn apply_page_noting(
+        &self,
+        connection_id: &str,
+        owner: &Owner,
+        records: &[SpaceRecord],
+    ) -> Result<(PageStats, Vec<SpaceChange>)> {
         let mut attempt = 0;
         loop {
             match self.apply_page_once(connection_id, owner, records).await {
@@ -264,7 +304,7 @@ impl Store {
         connection_id: &str,
         owner: &Owner,
         records: &[SpaceRecord],
-    ) -> Result<PageStats> {
+    ) -> Result<(PageStats, Vec<SpaceChange>)> {
         // Last reading wins when a page repeats a space.
         let mut by_address: BTreeMap<SpaceAddress, SpaceRecord> = BTreeMap::new();
         for r in records {
@@ -273,12 +313,13 @@ impl Store {
             by_address.insert(r.address.clone(), r);
         }
         if by_address.is_empty() {
-            return Ok(PageStats::default());
+            return Ok((PageStats::default(), Vec::new()));
         }
         let addresses: Vec<String> = by_address.keys().map(|a| a.to_string()).collect();
         let now = now_ms();
         let owner_db = owner.as_db();
         let mut stats = PageStats::default();
+        let mut changes: Vec<SpaceChange> = Vec::new();
 
         let existing_sql = format!(
             "SELECT {SPACE_COLUMNS} FROM spaces WHERE address IN ({})",
@@ -318,11 +359,13 @@ impl Store {
                 match plan(record, existing.get(&record.address), have, owner) {
                     Plan::Create(r) => {
                         stats.created += 1;
+                        changes.push(SpaceChange { address: r.address.clone(), kind: DriftKind::Created });
                         creates.push(r);
                         new_aliases.extend(r.aliases.iter().map(|a| (&r.address, a)));
                     }
-                    Plan::Change { record: r, retire, add, renamed, taken_from } => {
+                    Plan::Change { record: r, retire, add, renamed, taken_from, kinds } => {
                         if renamed { stats.renamed += 1 } else { stats.updated += 1 }
+                        changes.extend(kinds.into_iter().map(|kind| SpaceChange { address: r.address.clone(), kind }));
                         retire_ids.extend(retire);
                         new_aliases.extend(add.into_iter().map(|a| (&r.address, a)));
                         if let Some(from) = taken_from {
@@ -414,7 +457,7 @@ impl Store {
                 q.execute(&mut *tx).await?;
             }
         });
-        Ok(stats)
+        Ok((stats, changes))
     }
 
     pub async fn get_space(&self, address: &SpaceAddress) -> Result<Option<SpaceRow>> {

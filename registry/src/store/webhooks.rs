@@ -180,7 +180,7 @@ impl QueuedJob {
 /// `Jobs` with epoch seconds and JSON-text metadata; PostgreSQL
 /// `apalis.jobs` with `timestamptz` and hstore metadata, left NULL), the
 /// bound values do not.
-fn job_insert_sql(backend: Backend) -> &'static str {
+pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => {
             "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
@@ -341,6 +341,14 @@ impl Store {
         let now = now_ms();
         let backend = self.backend();
         let processed_at = (new.status != DeliveryStatus::Received).then_some(now);
+        // An ignored event (a `push`, which this fleet never reads) is
+        // answered and kept as a row with its outcome; its body, which can
+        // be megabytes, is never needed again.
+        let body: &[u8] = if new.status == DeliveryStatus::Ignored {
+            &[]
+        } else {
+            &new.body
+        };
         let recorded = in_tx!(self, tx => {
             let inserted: Option<(String,)> = sqlx::query_as(
                 "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, \
@@ -349,7 +357,7 @@ impl Store {
                  ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
             )
             .bind(&id).bind(&new.connection_id).bind(new.platform.as_str()).bind(&new.delivery_key)
-            .bind(&new.event).bind(now).bind(&headers).bind(&new.body).bind(&new.verification)
+            .bind(&new.event).bind(now).bind(&headers).bind(body).bind(&new.verification)
             .bind(new.status.as_str()).bind(&new.error).bind(processed_at)
             .fetch_optional(&mut *tx).await?;
             match inserted {

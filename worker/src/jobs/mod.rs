@@ -1,2 +1,3 @@
 pub mod handle_delivery;
+pub mod scheduled;
 pub mod sync_connection;

@@ -1,0 +1,87 @@
+//! Retention: what a week of history no longer needs. Rows that say what
+//! happened stay (a delivery and its outcome); what only made the database
+//! grow goes (bodies already handled, old runs, finished jobs, page-cache
+//! rows nobody refreshed).
+
+use serde::Serialize;
+
+use super::{Backend, Store, on_pool};
+use crate::error::Result;
+
+/// What one pruning removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    pub delivery_bodies: u64,
+    pub runs: u64,
+    pub drift_changes: u64,
+    pub finished_jobs: u64,
+    pub page_cache_rows: u64,
+    pub schedule_ticks: u64,
+}
+
+/// The cut-off times (epoch milliseconds) before which each kind goes.
+#[derive(Debug, Clone, Copy)]
+pub struct PruneBefore {
+    pub delivery_bodies: i64,
+    pub runs: i64,
+    pub finished_jobs: i64,
+    pub page_cache: i64,
+}
+
+impl Store {
+    /// Remove what is older than the cut-offs, in short statements (each
+    /// its own transaction, so pruning never holds writers back for long).
+    pub async fn prune(&self, before: &PruneBefore) -> Result<Pruned> {
+        let empty: Vec<u8> = Vec::new();
+        let delivery_bodies = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET body = $1 WHERE status IN ('processed', 'ignored') \
+                 AND processed_at < $2 AND length(body) > 0",
+            )
+            .bind(&empty).bind(before.delivery_bodies).execute(pool).await?.rows_affected()
+        });
+        let drift_changes = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM drift_changes WHERE at < $1")
+                .bind(before.runs).execute(pool).await?.rows_affected()
+        });
+        let runs = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM sync_runs WHERE outcome <> 'running' AND finished_at < $1")
+                .bind(before.runs).execute(pool).await?.rows_affected()
+        });
+        let page_cache_rows = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM http_cache WHERE fetched_at < $1")
+                .bind(before.page_cache).execute(pool).await?.rows_affected()
+        });
+        let schedule_ticks = self.prune_ticks(before.runs).await?;
+        let finished_jobs = self.prune_finished_jobs(before.finished_jobs).await?;
+        Ok(Pruned {
+            delivery_bodies,
+            runs,
+            drift_changes,
+            finished_jobs,
+            page_cache_rows,
+            schedule_ticks,
+        })
+    }
+
+    /// Jobs apalis finished (done, killed, or failed for the last time)
+    /// before `before_ms`, on either queue backend.
+    async fn prune_finished_jobs(&self, before_ms: i64) -> Result<u64> {
+        let finished =
+            "(status IN ('Done', 'Killed') OR (status = 'Failed' AND attempts >= max_attempts))";
+        let sql = match self.backend() {
+            Backend::Sqlite => {
+                format!(
+                    "DELETE FROM Jobs WHERE {finished} AND done_at IS NOT NULL AND done_at < $1"
+                )
+            }
+            Backend::Postgres => format!(
+                "DELETE FROM apalis.jobs WHERE {finished} AND done_at IS NOT NULL AND done_at < to_timestamp($1::bigint)"
+            ),
+        };
+        let n = on_pool!(self, pool => {
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(before_ms / 1000).execute(pool).await?.rows_affected()
+        });
+        Ok(n)
+    }
+}
