@@ -113,6 +113,12 @@ pub enum Command {
     },
     /// The manual page (roff) on stdout: `man <(cmcp-discovery man)`.
     Man,
+    /// Check the setup: store, migrations, master key, every credential,
+    /// the public URL, the clock. Exits 1 when a check fails; changes nothing.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// The audit log, newest first.
     Audit {
         #[arg(long, default_value_t = 50)]

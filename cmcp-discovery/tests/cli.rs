@@ -743,3 +743,108 @@ fn connection_add_and_webhook_info_print_json() {
         text(&out).0
     );
 }
+
+/// `doctor` changes nothing and says what to fix: on a fresh directory the
+/// schema and the key are missing; once migrated, with a connection whose
+/// token the platform accepts and a public URL platforms can reach, every
+/// check passes; a loopback public URL and a token the platform refuses
+/// fail, each with its fix, and the exit code is 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_a_setup_and_names_the_fix() {
+    cmcp_tests::init_tls();
+    let sim = cmcp_fixtures::GithubSim::start(cmcp_fixtures::GithubSimConfig {
+        repos: 5,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..cmcp_fixtures::GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let doctor = move |public_url: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
+            .args(["doctor", "--json"])
+            .current_dir(&path)
+            .env("CMCP_DISCOVERY_PUBLIC_URL", public_url)
+            .env_remove("CMCP_DISCOVERY_DATABASE_URL")
+            .env_remove("CMCP_DISCOVERY_MASTER_KEY")
+            .output()
+            .unwrap()
+    };
+    let verdicts = |out: &Output| -> Vec<(String, bool)> {
+        let v: serde_json::Value = serde_json::from_str(&text(out).0).expect("JSON checks");
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["check"].as_str().unwrap().to_owned(),
+                    c["ok"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let public = "https://discovery.acme.example";
+
+    let out = tokio::task::block_in_place(|| doctor(public));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(verdicts(&out), [("store".to_owned(), false)]);
+    assert!(
+        !dir.path().join(".cmcp-discovery").exists(),
+        "doctor made nothing"
+    );
+    // A registry file without its schema or its key (a key file lost):
+    // both are named.
+    std::fs::create_dir_all(dir.path().join(".cmcp-discovery")).unwrap();
+    std::fs::write(dir.path().join(".cmcp-discovery/cmcp-discovery.db"), b"").unwrap();
+    let out = tokio::task::block_in_place(|| doctor(public));
+    assert_eq!(out.status.code(), Some(1));
+    let v = verdicts(&out);
+    assert!(v.contains(&("migrations".into(), false)), "{v:?}");
+    assert!(v.contains(&("master key".into(), false)), "{v:?}");
+    assert!(
+        !dir.path().join(".cmcp-discovery/master.key").exists(),
+        "doctor made no key"
+    );
+    std::fs::remove_dir_all(dir.path().join(".cmcp-discovery")).unwrap();
+
+    std::fs::write(dir.path().join("token"), cmcp_tests::TOKEN).unwrap();
+    let base = sim.base_url();
+    let out = cli(
+        dir.path(),
+        &[
+            "connection",
+            "add",
+            "github",
+            "--org",
+            "acme",
+            "--token-file",
+            "token",
+            "--base-url",
+            &base,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out).1);
+    let out = tokio::task::block_in_place(|| doctor(public));
+    let v = verdicts(&out);
+    assert!(v.iter().all(|(_, ok)| *ok), "{v:?}\n{}", text(&out).0);
+    assert!(
+        v.contains(&("credential of github-acme".into(), true)),
+        "{v:?}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+
+    let out = tokio::task::block_in_place(|| doctor("http://127.0.0.1:8080"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(verdicts(&out).contains(&("public url".into(), false)));
+
+    sim.revoke_org(cmcp_tests::TOKEN);
+    let out = tokio::task::block_in_place(|| doctor(public));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        verdicts(&out).contains(&("credential of github-acme".into(), false)),
+        "{}",
+        text(&out).0
+    );
+    assert!(text(&out).0.contains("fix"), "{}", text(&out).0);
+}

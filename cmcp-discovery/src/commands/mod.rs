@@ -3,6 +3,7 @@
 mod connection;
 #[cfg(feature = "demo")]
 mod demo;
+mod doctor;
 mod health;
 mod keys;
 mod places;
@@ -65,6 +66,11 @@ pub async fn run(cli: Cli) -> Result<()> {
     };
     let cfg = Config::load(&overrides)?;
     // The demo narrates on stdout; keep the logs to warnings unless asked.
+    // A check of the setup must not migrate or create what it checks.
+    if let Command::Doctor { json } = cli.command {
+        crate::logging::init(&cfg.log, cfg.log_format);
+        return doctor::run(cfg, json).await;
+    }
     #[cfg(feature = "demo")]
     let cfg = if matches!(cli.command, Command::Demo { .. })
         && overrides.log.is_none()
@@ -121,7 +127,10 @@ pub async fn run(cli: Cli) -> Result<()> {
                     person,
                     json,
                 } => spaces::changes(&app, &after, limit, person.as_deref(), json).await,
-                Command::Health { .. } | Command::Completions { .. } | Command::Man => {
+                Command::Health { .. }
+                | Command::Completions { .. }
+                | Command::Man
+                | Command::Doctor { .. } => {
                     unreachable!("handled above")
                 }
                 #[cfg(feature = "demo")]

@@ -24,6 +24,7 @@ mod connections;
 mod drift;
 mod drive;
 mod drive_channels;
+mod health;
 mod holds;
 mod http_cache;
 mod key_canary;
