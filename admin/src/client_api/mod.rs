@@ -59,15 +59,9 @@ async fn resolve(
         .resolve_one(fingerprint, Some(&asking.viewer))
         .await?
     {
-        Resolved::Found(r) => {
-            let place = st.store.place_of(&r.space).await?;
-            Ok(Json(ResolveResponse::new(&r, place)).into_response())
-        }
+        Resolved::Found(r) => Ok(Json(ResolveResponse::new(&r)).into_response()),
         Resolved::Ambiguous(all) => {
-            let mut candidates = Vec::new();
-            for r in &all {
-                candidates.push(ResolveResponse::new(r, st.store.place_of(&r.space).await?));
-            }
+            let candidates: Vec<ResolveResponse> = all.iter().map(ResolveResponse::new).collect();
             let body = AmbiguousResponse {
                 error: format!(
                     "{fingerprint:?} names {} spaces at the same rank",

@@ -99,9 +99,9 @@ pub struct ResolveResponse {
 }
 
 impl ResolveResponse {
-    pub fn new(r: &Resolution, place: Option<PlaceRef>) -> ResolveResponse {
+    pub fn new(r: &Resolution) -> ResolveResponse {
         ResolveResponse {
-            space: SpaceView::new(&r.space, place),
+            space: SpaceView::new(&r.space, r.place.clone()),
             matched: MatchView {
                 rank: r.rank.as_str().to_owned(),
                 alias_kind: r.alias.as_ref().map(|a| a.kind.as_str().to_owned()),

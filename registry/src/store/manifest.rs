@@ -303,29 +303,6 @@ impl Store {
             .filter_map(|(a, id, kind, name)| Some((a.parse().ok()?, (id, kind, name))))
             .collect())
     }
-
-    /// The place a space is mapped to, directly or through its container.
-    pub async fn place_of(&self, space: &SpaceRow) -> Result<Option<PlaceRef>> {
-        let mut wanted = vec![space.address.to_string()];
-        wanted.extend(space.container.as_ref().map(|c| c.to_string()));
-        let sql = format!(
-            "SELECT m.space_address, p.id, p.kind, p.name FROM mappings m JOIN places p ON p.id = m.place_id \
-             WHERE m.space_address IN ({})",
-            placeholders(1, wanted.len())
-        );
-        let rows: Vec<(String, String, String, String)> = on_pool!(self, pool => {
-            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-            for w in &wanted {
-                q = q.bind(w);
-            }
-            q.fetch_all(pool).await?
-        });
-        let places: HashMap<SpaceAddress, (String, String, String)> = rows
-            .into_iter()
-            .filter_map(|(a, id, kind, name)| Some((a.parse().ok()?, (id, kind, name))))
-            .collect();
-        Ok(entry(space.clone(), &[], &places).place)
-    }
 }
 
 #[cfg(test)]

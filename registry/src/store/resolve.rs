@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use cmcp_domain::{Alias, AliasKind, Platform, SpaceAddress, SpaceKind};
 use serde::Serialize;
 
+use super::manifest::PlaceRef;
 use super::spaces::{AliasRow, RawAlias, RawSpace, SpaceRow};
 use super::visibility::{Viewer, visible};
 use super::{Store, on_pool, placeholders};
@@ -64,6 +65,9 @@ pub struct Resolution {
     pub alias: Option<AliasRow>,
     pub retired: bool,
     pub rank: MatchRank,
+    /// The cMCP place the space is mapped to, directly or through its
+    /// container (read in the same query).
+    pub place: Option<PlaceRef>,
     /// Length of the matched URL (a path inside a repo matches the repo's
     /// URL as a prefix; the longest prefix wins).
     #[serde(skip)]
@@ -194,17 +198,79 @@ fn same_id(kind: SpaceKind, stored: &str, pasted: &str) -> bool {
     }
 }
 
+/// The approved mappings of a space and of its container, with their
+/// places: joined into every resolve query so an answer costs one round
+/// trip.
+#[derive(sqlx::FromRow)]
+struct RawPlaces {
+    own_place_id: Option<String>,
+    own_place_kind: Option<String>,
+    own_place_name: Option<String>,
+    up_place_id: Option<String>,
+    up_place_kind: Option<String>,
+    up_place_name: Option<String>,
+}
+
+impl RawPlaces {
+    fn place(self, space: &SpaceRow) -> Option<PlaceRef> {
+        let own = (self.own_place_id, self.own_place_kind, self.own_place_name);
+        let up = (self.up_place_id, self.up_place_kind, self.up_place_name);
+        let (via, (id, kind, name)) = match (own, up, &space.container) {
+            ((Some(i), Some(k), Some(n)), _, _) => (space.address.clone(), (i, k, n)),
+            (_, (Some(i), Some(k), Some(n)), Some(c)) => (c.clone(), (i, k, n)),
+            _ => return None,
+        };
+        Some(PlaceRef {
+            path: format!("{kind}/{id}"),
+            id,
+            kind,
+            name,
+            via,
+        })
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct RawHit {
     #[sqlx(flatten)]
     alias: RawAlias,
     #[sqlx(flatten)]
     space: RawSpace,
+    #[sqlx(flatten)]
+    places: RawPlaces,
 }
 
-const HIT_COLUMNS: &str = "a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to, \
-    s.address, s.connection_id, s.owner, s.display_name, s.container, s.status, s.archived, s.trashed, \
-    s.visibility, s.first_seen_at, s.last_changed_at, s.missing_since, s.tombstoned_at";
+#[derive(sqlx::FromRow)]
+struct RawSpaceHit {
+    #[sqlx(flatten)]
+    space: RawSpace,
+    #[sqlx(flatten)]
+    places: RawPlaces,
+}
+
+const ALIAS_PART: &str = "a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to";
+const SPACE_PART: &str = "s.address, s.connection_id, s.owner, s.display_name, s.container, s.status, \
+    s.archived, s.trashed, s.visibility, s.first_seen_at, s.last_changed_at, s.missing_since, s.tombstoned_at";
+const PLACE_PART: &str = "ps.id AS own_place_id, ps.kind AS own_place_kind, ps.name AS own_place_name, \
+    pc.id AS up_place_id, pc.kind AS up_place_kind, pc.name AS up_place_name";
+const PLACE_JOINS: &str = "LEFT JOIN mappings ms ON ms.space_address = s.address \
+    LEFT JOIN places ps ON ps.id = ms.place_id \
+    LEFT JOIN mappings mc ON mc.space_address = s.container \
+    LEFT JOIN places pc ON pc.id = mc.place_id";
+
+impl RawSpaceHit {
+    fn resolution(self, rank: MatchRank) -> Result<Resolution> {
+        let space: SpaceRow = self.space.try_into()?;
+        Ok(Resolution {
+            place: self.places.place(&space),
+            space,
+            alias: None,
+            retired: false,
+            rank,
+            specificity: 0,
+        })
+    }
+}
 
 impl Store {
     /// Every space a fingerprint could name, strongest match first, each
@@ -222,23 +288,24 @@ impl Store {
     ) -> Result<Vec<Resolution>> {
         let probes = probes(input);
         let mut found: Vec<Resolution> = Vec::new();
-        if let Some(address) = &probes.address
-            && let Some(space) = self.get_space(address).await?
-        {
-            found.push(Resolution {
-                space,
-                alias: None,
-                retired: false,
-                rank: MatchRank::Address,
-                specificity: 0,
+        if let Some(address) = &probes.address {
+            let sql = format!(
+                "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.address = $1"
+            );
+            let raw: Option<RawSpaceHit> = on_pool!(self, pool => {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(address.to_string()).fetch_optional(pool).await?
             });
+            if let Some(raw) = raw {
+                found.push(raw.resolution(MatchRank::Address)?);
+            }
         }
         if !probes.aliases.is_empty() {
             let pairs: Vec<String> = (0..probes.aliases.len())
                 .map(|i| format!("(a.kind = ${} AND a.value = ${})", 2 * i + 1, 2 * i + 2))
                 .collect();
             let sql = format!(
-                "SELECT {HIT_COLUMNS} FROM aliases a JOIN spaces s ON s.address = a.space_address WHERE {}",
+                "SELECT {ALIAS_PART}, {SPACE_PART}, {PLACE_PART} FROM aliases a \
+                 JOIN spaces s ON s.address = a.space_address {PLACE_JOINS} WHERE {}",
                 pairs.join(" OR ")
             );
             let raws: Vec<RawHit> = on_pool!(self, pool => {
@@ -250,8 +317,10 @@ impl Store {
             });
             for raw in raws {
                 let alias = AliasRow::try_from(raw.alias)?;
+                let space: SpaceRow = raw.space.try_into()?;
                 found.push(Resolution {
-                    space: raw.space.try_into()?,
+                    place: raw.places.place(&space),
+                    space,
                     retired: !alias.is_active(),
                     rank: MatchRank::of(alias.kind),
                     specificity: alias.value.len(),
@@ -267,11 +336,10 @@ impl Store {
             }
             wanted.dedup();
             let sql = format!(
-                "SELECT {} FROM spaces WHERE stable_id IN ({})",
-                super::spaces::SPACE_COLUMNS,
+                "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.stable_id IN ({})",
                 placeholders(1, wanted.len())
             );
-            let raws: Vec<RawSpace> = on_pool!(self, pool => {
+            let raws: Vec<RawSpaceHit> = on_pool!(self, pool => {
                 let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
                 for w in &wanted {
                     q = q.bind(w);
@@ -279,17 +347,11 @@ impl Store {
                 q.fetch_all(pool).await?
             });
             for raw in raws {
-                let space: SpaceRow = raw.try_into()?;
-                let kind = space.address.kind();
-                let stored = space.address.stable_id();
+                let r = raw.resolution(MatchRank::Id)?;
+                let kind = r.space.address.kind();
+                let stored = r.space.address.stable_id();
                 if probes.stable_ids.iter().any(|p| same_id(kind, stored, p)) {
-                    found.push(Resolution {
-                        space,
-                        alias: None,
-                        retired: false,
-                        rank: MatchRank::Id,
-                        specificity: 0,
-                    });
+                    found.push(r);
                 }
             }
         }
