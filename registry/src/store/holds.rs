@@ -163,6 +163,8 @@ impl Store {
                 what: "reason: say why the spaces are gone".to_owned(),
             });
         }
+        // An unknown connection is not found, not merely "not held".
+        self.get_connection(connection_id).await?;
         let Some(hold) = self.get_hold(connection_id).await? else {
             return Err(RegistryError::Invalid {
                 what: format!("connection {connection_id:?} is not held"),
