@@ -207,10 +207,7 @@ async fn bench(name: &str, db: TestDb) {
     let app: Router = router(EdgeState {
         store: db.store.clone(),
         metrics: None,
-        hooks: Some(Hooks {
-            cipher,
-            config: GatewayConfig::default(),
-        }),
+        hooks: Some(Hooks::new(cipher, GatewayConfig::default())),
     })
     .route("/noop", post(|| async { "ok" }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

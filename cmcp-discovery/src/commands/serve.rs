@@ -16,10 +16,9 @@ pub async fn serve(app: &App) -> Result<()> {
         .merge(cmcp_admin::router(cmcp_admin::AdminState::new(
             app.store.clone(),
         )));
+    let limits = app.cfg.gateway.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, edge)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        cmcp_webhook_gateway::listen::serve(listener, edge, &limits, shutdown_signal()).await
     });
     let opts = WorkerOptions::unique("serve");
     let upkeep = spawn_drive_channel_upkeep(app, &opts);
@@ -36,10 +35,14 @@ pub async fn gateway(app: &App) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", app.cfg.listen))?;
     info!(listen = %app.cfg.listen, "gateway serving /hooks/{{platform}}/{{connection}}, /healthz, /readyz, /metrics");
-    axum::serve(listener, router(edge_state(app)))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("http server")?;
+    cmcp_webhook_gateway::listen::serve(
+        listener,
+        router(edge_state(app)),
+        &app.cfg.gateway,
+        shutdown_signal(),
+    )
+    .await
+    .context("http server")?;
     Ok(())
 }
 
@@ -47,10 +50,7 @@ fn edge_state(app: &App) -> EdgeState {
     EdgeState {
         store: app.store.clone(),
         metrics: install_metrics(),
-        hooks: Some(Hooks {
-            cipher: app.cipher.clone(),
-            config: app.cfg.gateway.clone(),
-        }),
+        hooks: Some(Hooks::new(app.cipher.clone(), app.cfg.gateway.clone())),
     }
 }
 
