@@ -19,6 +19,8 @@ pub use store::{
     SessionRow, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
-pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
+pub use store::{
+    DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
+};
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
 pub use store::{DriveChannelRow, NewDriveChannel};

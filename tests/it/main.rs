@@ -10,6 +10,7 @@ extern crate cmcp_tests;
 mod bitbucket_budget;
 mod catalogues;
 mod cheap_resync;
+mod delivery_retries;
 mod drive;
 mod drive_channels;
 mod ghes;

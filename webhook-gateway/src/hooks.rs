@@ -43,6 +43,7 @@ use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, intake,
 use cmcp_domain::{ConnectionStatus, Platform};
 use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
@@ -392,6 +393,9 @@ async fn store(
         verification: verification.to_owned(),
         status,
         error,
+        // Drive notifications are all empty: their hash says nothing.
+        body_sha256: (platform != Platform::Drive)
+            .then(|| hex::encode(Sha256::digest(verified.body()))),
     };
     let started = Instant::now();
     let result = state.store.record_delivery(&new).await;
@@ -404,6 +408,11 @@ async fn store(
                 warn!(%platform, connection_id = ?connection, delivery_id = %id, error = ?e, "signed delivery could not be parsed; kept as failed");
             }
             answer(StatusCode::ACCEPTED, "accepted")
+        }
+        Ok(Recorded::Replay { id }) => {
+            m::delivery(Some(platform), Outcome::Duplicate);
+            warn!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, "signed body replayed under a new delivery id; kept as a duplicate");
+            answer(StatusCode::OK, "duplicate")
         }
         Ok(Recorded::Duplicate { id }) => {
             m::delivery(Some(platform), Outcome::Duplicate);

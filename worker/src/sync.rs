@@ -33,6 +33,16 @@ pub struct SyncConfig {
     pub lease_ttl: Duration,
     /// Pages read ahead of the registry writes.
     pub page_buffer: usize,
+    /// First wait before a delivery whose processing failed is tried again;
+    /// it doubles per attempt (with jitter) up to `delivery_retry_max`.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_min: Duration,
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_max: Duration,
+    /// A delivery still failing this long after it arrived is `failed`,
+    /// with its last error, for an ADMIN to replay.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_horizon: Duration,
 }
 
 impl Default for SyncConfig {
@@ -40,6 +50,9 @@ impl Default for SyncConfig {
         SyncConfig {
             lease_ttl: Duration::from_secs(60),
             page_buffer: 4,
+            delivery_retry_min: Duration::from_secs(2),
+            delivery_retry_max: Duration::from_secs(15 * 60),
+            delivery_retry_horizon: Duration::from_secs(24 * 3600),
         }
     }
 }

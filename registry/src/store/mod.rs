@@ -56,7 +56,8 @@ pub use sightings::{
 pub use spaces::{AliasRow, PageStats, Resolution, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
 pub use webhooks::{
-    DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob, Recorded, new_ulid,
+    DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,
+    REPLAY_WINDOW_MS, Recorded, new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

@@ -20,6 +20,7 @@ both_backends!(
     forged_deliveries_are_refused_without_a_job,
     unknown_routes_and_oversized_bodies_are_refused,
     duplicate_delivery_makes_one_row_and_one_job,
+    signed_body_replayed_under_a_new_id_is_a_duplicate,
     signed_but_unparseable_is_kept_as_failed,
     failing_store_answers_503_and_writes_nothing,
     rotation_accepts_the_old_secret_only_during_the_overlap,
@@ -94,8 +95,25 @@ struct Delivery {
 }
 
 /// The renamed-repository sample as GitHub sends it, signed with `secret`.
+/// Each delivery id gets its own bytes (a real event's body differs from
+/// another's), so only [`replay`] sends the same body twice.
 fn github(secret: &str, guid: &str) -> Delivery {
-    let body = fixture("github", "webhook-repository-renamed.json");
+    let sample = fixture("github", "webhook-repository-renamed.json");
+    let body = [
+        format!("{{\"test_delivery\":\"{guid}\",").as_bytes(),
+        &sample[1..],
+    ]
+    .concat();
+    signed_github(secret, guid, body)
+}
+
+/// The same signed bytes as `github(secret, first)`, under delivery id
+/// `guid`: a replay.
+fn replay(secret: &str, first: &str, guid: &str) -> Delivery {
+    signed_github(secret, guid, github(secret, first).body)
+}
+
+fn signed_github(secret: &str, guid: &str, body: Vec<u8>) -> Delivery {
     let signature = sign(&WebhookSecret::from(secret), &body);
     Delivery {
         headers: vec![
@@ -259,6 +277,23 @@ pub async fn duplicate_delivery_makes_one_row_and_one_job(db: TestDb) {
             StatusCode::ACCEPTED
         ],
         "one stored, four acknowledged as duplicates"
+    );
+    assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (1, 1));
+}
+
+pub async fn signed_body_replayed_under_a_new_id_is_a_duplicate(db: TestDb) {
+    let secret = ready(&db).await;
+    let app = app(&db.store, 1 << 20);
+    let first = "0a0a0a0a-0000-0000-0000-000000000001";
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &github(&secret, first)).await,
+        StatusCode::ACCEPTED
+    );
+    let again = replay(&secret, first, "0b0b0b0b-0000-0000-0000-000000000002");
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &again).await,
+        StatusCode::OK,
+        "recognised by its body's hash"
     );
     assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (1, 1));
 }
