@@ -263,6 +263,7 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(list_connections))
         .routes(routes!(set_connection_status))
         .routes(routes!(list_audit))
+        .merge(crate::deliveries::routes())
         .split_for_parts();
     let doc = std::sync::Arc::new(doc);
     router

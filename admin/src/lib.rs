@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod deliveries;
 pub mod error;
 pub mod screen;
 pub mod seed;

@@ -93,6 +93,9 @@ pub enum Command {
     /// API keys for the admin API and the /admin screen.
     #[command(subcommand)]
     Keys(KeysCmd),
+    /// Webhook deliveries: list, show, replay failed ones.
+    #[command(subcommand)]
+    Deliveries(crate::commands::deliveries::DeliveriesCmd),
     /// Offline demo against the simulated upstream: sync, rename, sync again.
     /// Only in builds with the `demo` feature (the default).
     #[cfg(feature = "demo")]

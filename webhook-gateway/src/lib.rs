@@ -109,6 +109,14 @@ async fn render_metrics(State(state): State<Arc<EdgeState>>) -> impl IntoRespons
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the oldest unprocessed delivery"),
             }
+            match state.store.delivery_counts().await {
+                Ok(counts) => {
+                    for (status, n) in counts {
+                        metrics::stored_deliveries(status.as_str(), n);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot count stored deliveries"),
+            }
             (StatusCode::OK, h.render())
         }
         None => (

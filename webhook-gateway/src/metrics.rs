@@ -18,6 +18,9 @@ pub const ENQUEUE_SECONDS: &str = "cmcp_webhook_enqueue_seconds";
 /// Age in seconds of the oldest delivery still waiting for its job (0 when
 /// none is); computed from the store at scrape time.
 pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
+/// Stored deliveries by `status` (`received`, `processed`, `failed`,
+/// `ignored`); computed from the store at scrape time.
+pub const STORED_DELIVERIES: &str = "cmcp_webhook_stored_deliveries";
 /// Requests answered 503 before any work, by the `limit` that was full
 /// (`requests`, `body_bytes`).
 pub const OVERLOADED: &str = "cmcp_http_overloaded_total";
@@ -77,6 +80,10 @@ pub fn oldest_unprocessed(age: Duration) {
     metrics::gauge!(OLDEST_UNPROCESSED_SECONDS).set(age.as_secs_f64());
 }
 
+pub fn stored_deliveries(status: &'static str, n: i64) {
+    metrics::gauge!(STORED_DELIVERIES, "status" => status).set(n as f64);
+}
+
 pub fn overloaded(limit: &'static str) {
     metrics::counter!(OVERLOADED, "limit" => limit).increment(1);
 }
@@ -105,6 +112,10 @@ pub fn describe() {
         OLDEST_UNPROCESSED_SECONDS,
         metrics::Unit::Seconds,
         "Age of the oldest delivery not yet processed"
+    );
+    metrics::describe_gauge!(
+        STORED_DELIVERIES,
+        "Stored webhook deliveries by status (failed ones wait for a replay)"
     );
     metrics::describe_counter!(
         OVERLOADED,

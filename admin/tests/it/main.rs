@@ -9,6 +9,7 @@ extern crate cmcp_registry;
 
 mod api;
 mod browser;
+mod deliveries;
 mod lifecycle;
 mod screen;
 mod support;

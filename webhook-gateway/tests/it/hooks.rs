@@ -443,6 +443,7 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         r#"cmcp_webhook_verification_failures_total{platform="github",reason="mismatch"}"#,
         "cmcp_webhook_enqueue_seconds",
         "cmcp_webhook_oldest_unprocessed_seconds",
+        r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
