@@ -21,4 +21,5 @@ mod retry_intent;
 mod shared_budget;
 mod signed_hooks;
 mod sync;
+mod upstream_abuse;
 mod webhooks;
