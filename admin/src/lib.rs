@@ -21,6 +21,8 @@ pub use seed::seed_demo_places_and_key;
 pub struct AdminState {
     pub store: Store,
     pub matching: cmcp_matching::Settings,
+    /// The session cookie carries `Secure` (the public URL is https).
+    pub secure_cookie: bool,
 }
 
 impl AdminState {
@@ -28,7 +30,16 @@ impl AdminState {
         AdminState {
             store,
             matching: cmcp_matching::Settings::default(),
+            secure_cookie: false,
         }
+    }
+
+    /// Served behind `public_url`: an https one makes the cookie `Secure`.
+    pub fn behind(mut self, public_url: &str) -> AdminState {
+        self.secure_cookie = public_url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        self
     }
 }
 

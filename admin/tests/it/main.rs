@@ -12,4 +12,5 @@ mod browser;
 mod deliveries;
 mod lifecycle;
 mod screen;
+mod screen_strict;
 mod support;

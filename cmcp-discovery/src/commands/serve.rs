@@ -13,9 +13,9 @@ pub async fn serve(app: &App) -> Result<()> {
     info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics, /hooks/{{platform}}/{{connection}}");
     let edge = router(edge_state(app))
         // The ADMIN's API (/v1/…) and one screen (/admin).
-        .merge(cmcp_admin::router(cmcp_admin::AdminState::new(
-            app.store.clone(),
-        )));
+        .merge(cmcp_admin::router(
+            cmcp_admin::AdminState::new(app.store.clone()).behind(&app.cfg.public_url),
+        ));
     let limits = app.cfg.gateway.clone();
     let http = tokio::spawn(async move {
         cmcp_webhook_gateway::listen::serve(listener, edge, &limits, shutdown_signal()).await
