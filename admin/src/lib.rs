@@ -9,6 +9,7 @@ pub mod error;
 pub mod screen;
 pub mod seed;
 pub mod session;
+pub mod sign_in_limit;
 
 use axum::Router;
 use cmcp_registry::Store;
@@ -23,6 +24,7 @@ pub struct AdminState {
     pub matching: cmcp_matching::Settings,
     /// The session cookie carries `Secure` (the public URL is https).
     pub secure_cookie: bool,
+    pub sign_ins: std::sync::Arc<sign_in_limit::SignInLimiter>,
 }
 
 impl AdminState {
@@ -31,6 +33,7 @@ impl AdminState {
             store,
             matching: cmcp_matching::Settings::default(),
             secure_cookie: false,
+            sign_ins: Default::default(),
         }
     }
 

@@ -374,9 +374,27 @@ fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-async fn sign_in(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+async fn sign_in(
+    State(st): State<AdminState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     if let Err(e) = session::check_origin(&headers) {
         return html_error(e);
+    }
+    if let Some(axum::Extension(axum::extract::ConnectInfo(addr))) = peer
+        && !st.sign_ins.allow(addr.ip(), std::time::Instant::now())
+    {
+        tracing::warn!(client = %addr.ip(), "sign-in attempts over the limit");
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(axum::http::header::RETRY_AFTER, "60")],
+            sign_in_page(Some(
+                "Too many sign-in attempts from this address; wait a minute.",
+            )),
+        )
+            .into_response();
     }
     let pairs = form_pairs(&body);
     let key = field(&pairs, "key").unwrap_or("").trim();

@@ -14,7 +14,33 @@ use crate::support::connection;
 both_backends!(
     every_view_and_action_needs_the_power_of_its_api_twin,
     screen_headers_paging_and_secure_cookie,
+    sign_in_attempts_are_limited_per_client_address,
 );
+
+/// Served with the peer address (as `listen::serve` gives it): the
+/// eleventh attempt within a minute is 429, whatever the key.
+pub async fn sign_in_attempts_are_limited_per_client_address(db: TestDb) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = cmcp_admin::router(AdminState::new(db.store.clone()))
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+    let good = admin_key(&db, &[]).await;
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let key = if i == 11 { good.as_str() } else { "guess" };
+        let resp = http
+            .post(format!("{base}/admin/sign-in"))
+            .form(&[("key", key)])
+            .send()
+            .await
+            .unwrap();
+        statuses.push(resp.status().as_u16());
+    }
+    assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
+    assert_eq!(&statuses[10..], &[429, 429], "even the right key waits");
+}
 
 /// (powers, sees proposals (`GET /v1/proposals`: mappings), sees
 /// connections (`GET /v1/connections`: connections)); deciding and
