@@ -67,6 +67,9 @@ pub fn sync_context(store: &Store, http: HttpConfig) -> SyncContext {
         sync: SyncConfig {
             lease_ttl: Duration::from_secs(10),
             page_buffer: 4,
+            // An upstream outage in a test lasts seconds, not hours.
+            delivery_retry_min: Duration::from_millis(200),
+            delivery_retry_max: Duration::from_secs(2),
             ..SyncConfig::default()
         },
         holder: "test-worker".to_owned(),

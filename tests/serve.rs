@@ -19,10 +19,7 @@ pub async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
     let app = router(EdgeState {
         store: store.clone(),
         metrics: None,
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig::default(),
-        }),
+        hooks: Some(Hooks::new(cipher(), GatewayConfig::default())),
     });
     let task = tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();

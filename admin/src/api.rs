@@ -267,6 +267,7 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(list_audit))
         .routes(routes!(drift::get_drift))
         .merge(crate::client_api::routes())
+        .merge(crate::deliveries::routes())
         .split_for_parts();
     let mut doc = doc;
     crate::client_api::document_errors(&mut doc);

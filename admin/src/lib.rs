@@ -5,10 +5,12 @@
 pub mod api;
 pub mod auth;
 pub mod client_api;
+pub mod deliveries;
 pub mod error;
 pub mod screen;
 pub mod seed;
 pub mod session;
+pub mod sign_in_limit;
 
 use axum::Router;
 use cmcp_registry::Store;
@@ -21,6 +23,9 @@ pub use seed::seed_demo_places_and_key;
 pub struct AdminState {
     pub store: Store,
     pub matching: cmcp_matching::Settings,
+    /// The session cookie carries `Secure` (the public URL is https).
+    pub secure_cookie: bool,
+    pub sign_ins: std::sync::Arc<sign_in_limit::SignInLimiter>,
 }
 
 impl AdminState {
@@ -28,7 +33,17 @@ impl AdminState {
         AdminState {
             store,
             matching: cmcp_matching::Settings::default(),
+            secure_cookie: false,
+            sign_ins: Default::default(),
         }
+    }
+
+    /// Served behind `public_url`: an https one makes the cookie `Secure`.
+    pub fn behind(mut self, public_url: &str) -> AdminState {
+        self.secure_cookie = public_url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        self
     }
 }
 

@@ -26,7 +26,18 @@ use crate::session::{self, Session};
 
 pub const PAGE_SIZE: i64 = 100;
 
+/// The last page the screen serves (a million proposals); a larger `page`
+/// shows this one instead of overflowing the offset.
+pub const MAX_PAGE: i64 = 10_000;
+
+/// No script, no frames, nothing from elsewhere: the page is server-rendered
+/// HTML with one inline style block, and forms post to itself only.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+
 pub fn router(state: AdminState) -> Router {
+    use axum::http::{HeaderValue, header};
+    use tower_http::set_header::SetResponseHeaderLayer;
     Router::new()
         .route("/admin", get(screen))
         .route("/admin/sign-in", post(sign_in))
@@ -34,6 +45,18 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/decide", post(decide_form))
         .route("/admin/connection", post(connection_form))
         .with_state(state)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
 }
 
 fn layout(title: &str, body: Markup) -> Markup {
@@ -159,18 +182,28 @@ async fn render(
     } else {
         "pending"
     };
-    let page = q.page.unwrap_or(0).max(0);
+    let page = q.page.unwrap_or(0).clamp(0, MAX_PAGE);
+    // The same powers as the `/v1` twins: proposals need mappings,
+    // connections need connections.
+    let mappings = s.row.key.has_power(Power::Mappings);
+    let may_connections = s.row.key.has_power(Power::Connections);
     let filter = |state: ProposalState| ProposalFilter {
         state: Some(state),
         limit: PAGE_SIZE,
         offset: page * PAGE_SIZE,
         ..Default::default()
     };
-    let pending_total = st
-        .store
-        .count_proposals(&filter(ProposalState::Proposed))
-        .await?;
-    let body = if view == "pending" {
+    let pending_total = match mappings {
+        true => {
+            st.store
+                .count_proposals(&filter(ProposalState::Proposed))
+                .await?
+        }
+        false => 0,
+    };
+    let body = if !mappings {
+        html! { h2 { "Proposals" } p { "Proposals need an admin key with the mappings power." } }
+    } else if view == "pending" {
         let rows = st
             .store
             .list_proposals(&filter(ProposalState::Proposed))
@@ -237,8 +270,24 @@ async fn render(
             }
         }
     };
-    let connections = connections_overview(st).await?;
-    let drift = st.store.drift_report(None).await?;
+    let connections = match may_connections {
+        true => connections_overview(st).await?,
+        false => Vec::new(),
+    };
+    let failed_deliveries = match may_connections {
+        true => st
+            .store
+            .delivery_counts()
+            .await?
+            .into_iter()
+            .find(|(status, _)| *status == cmcp_registry::DeliveryStatus::Failed)
+            .map_or(0, |(_, n)| n),
+        false => 0,
+    };
+    let drift = match may_connections {
+        true => st.store.drift_report(None).await?,
+        false => Vec::new(),
+    };
     let page = layout(
         "cmcp-discovery admin",
         html! {
@@ -252,7 +301,12 @@ async fn render(
             nav { a href="/admin?view=pending" { "Pending" } " | " a href="/admin?view=decided" { "Decided" } }
             (body)
             h2 { "Connections" }
-            table {
+            @if !may_connections { p { "Connections need an admin key with the connections power." } }
+            @if failed_deliveries > 0 {
+                p.conflict { (failed_deliveries) " failed webhook deliveries: see "
+                    code { "cmcp-discovery deliveries list --state failed" } " or /v1/deliveries?state=failed, and replay them once the cause is fixed." }
+            }
+            @if may_connections { table {
                 tr { th { "Connection" } th { "Status" } th { "Risks" } th { "Last run" } th { "Rate budget" } th { "Change" } }
                 @for c in &connections {
                     @let id = c["connection"]["id"].as_str().unwrap_or_default();
@@ -279,13 +333,15 @@ async fn render(
                         }
                     }
                 }
-            }
-            h2 { "Last night's reconciliation" }
-            ul {
-                @for l in &drift {
-                    li.(if l.flagged { "conflict" } else { "" }) {
-                        (l.connection_id) ": " (l.summary)
-                        @if let Some(h) = &l.hint { br; small { (h) } }
+            } }
+            @if may_connections {
+                h2 { "Last night's reconciliation" }
+                ul {
+                    @for l in &drift {
+                        li.(if l.flagged { "conflict" } else { "" }) {
+                            (l.connection_id) ": " (l.summary)
+                            @if let Some(h) = &l.hint { br; small { (h) } }
+                        }
                     }
                 }
             }
@@ -333,9 +389,27 @@ fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-async fn sign_in(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+async fn sign_in(
+    State(st): State<AdminState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     if let Err(e) = session::check_origin(&headers) {
         return html_error(e);
+    }
+    if let Some(axum::Extension(axum::extract::ConnectInfo(addr))) = peer
+        && !st.sign_ins.allow(addr.ip(), std::time::Instant::now())
+    {
+        tracing::warn!(client = %addr.ip(), "sign-in attempts over the limit");
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(axum::http::header::RETRY_AFTER, "60")],
+            sign_in_page(Some(
+                "Too many sign-in attempts from this address; wait a minute.",
+            )),
+        )
+            .into_response();
     }
     let pairs = form_pairs(&body);
     let key = field(&pairs, "key").unwrap_or("").trim();
@@ -350,7 +424,7 @@ async fn sign_in(State(st): State<AdminState>, headers: HeaderMap, body: String)
                     StatusCode::SEE_OTHER,
                     [
                         (LOCATION, "/admin".to_owned()),
-                        (SET_COOKIE, session::set_cookie(&sid)),
+                        (SET_COOKIE, session::set_cookie(&sid, st.secure_cookie)),
                     ],
                 )
                     .into_response(),
@@ -387,7 +461,7 @@ async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String
                 StatusCode::SEE_OTHER,
                 [
                     (LOCATION, "/admin".to_owned()),
-                    (SET_COOKIE, session::clear_cookie()),
+                    (SET_COOKIE, session::clear_cookie(st.secure_cookie)),
                 ],
             )
                 .into_response(),

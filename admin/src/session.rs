@@ -46,15 +46,21 @@ pub async fn start(store: &Store, key_id: &str) -> Result<String, AdminError> {
     Ok(sid)
 }
 
-pub fn set_cookie(sid: &str) -> String {
+/// `secure`: the public URL is https, so the browser must never send the
+/// cookie over plain http.
+pub fn set_cookie(sid: &str, secure: bool) -> String {
     format!(
-        "{COOKIE_NAME}={sid}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_TTL_MS / 1000
+        "{COOKIE_NAME}={sid}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_TTL_MS / 1000,
+        if secure { "; Secure" } else { "" }
     )
 }
 
-pub fn clear_cookie() -> String {
-    format!("{COOKIE_NAME}=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0")
+pub fn clear_cookie(secure: bool) -> String {
+    format!(
+        "{COOKIE_NAME}=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        if secure { "; Secure" } else { "" }
+    )
 }
 
 fn cookie_value(headers: &HeaderMap) -> Option<String> {

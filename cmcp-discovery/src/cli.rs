@@ -146,6 +146,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Webhook deliveries: list, show, replay failed ones.
+    #[command(subcommand)]
+    Deliveries(crate::commands::deliveries::DeliveriesCmd),
     /// Offline demo against the simulated upstream: sync, rename, sync again.
     /// Only in builds with the `demo` feature (the default).
     #[cfg(feature = "demo")]

@@ -30,6 +30,8 @@ use serde_json::Value;
 
 use crate::{bitbucket, drive, github, jira};
 
+pub mod intake;
+
 pub use crate::bitbucket::webhook::{BitbucketEvent, BitbucketProject, BitbucketRepo, Change};
 pub use crate::drive::webhook::{DriveEvent, ResourceState};
 pub use crate::github::webhook::{

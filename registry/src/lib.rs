@@ -23,7 +23,9 @@ pub use store::{
     ChangeKind, ChangePage, ChangeRow, Cursor, Manifest, ManifestEntry, MatchRank, PlaceRef,
     Recogniser, Resolved, Viewer,
 };
-pub use store::{DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery};
+pub use store::{
+    DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
+};
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
 pub use store::{
     DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,

@@ -81,6 +81,9 @@ fn push(key: String) -> NewDelivery {
         verification: "hmac-sha256".to_owned(),
         status: DeliveryStatus::Ignored,
         error: None,
+        // Real pushes differ; these share their filler bytes, so they carry
+        // no hash that would make them replays of each other.
+        body_sha256: None,
     }
 }
 

@@ -199,7 +199,8 @@ pub async fn forged_notifications_are_refused_and_make_no_job(db: TestDb) {
             401,
         ),
         (forged(&ch.channel_id, None, &ch.resource_id), 401),
-        (forged("no-such-channel", Some("x"), &ch.resource_id), 404),
+        // No live channel answers as a forgery does (no oracle).
+        (forged("no-such-channel", Some("x"), &ch.resource_id), 401),
     ] {
         assert_eq!(post_notification(&n).await, Some(want), "{n:?}");
     }
@@ -207,7 +208,7 @@ pub async fn forged_notifications_are_refused_and_make_no_job(db: TestDb) {
     // does not know it.
     let mut elsewhere = forged(&ch.channel_id, Some("x"), &ch.resource_id);
     elsewhere.address = format!("{base}/hooks/drive/no-such-connection");
-    assert_eq!(post_notification(&elsewhere).await, Some(404));
+    assert_eq!(post_notification(&elsewhere).await, Some(401));
 
     assert_eq!(
         h.store()
@@ -297,7 +298,7 @@ pub async fn renewal_opens_the_new_channel_before_stopping_the_old(db: TestDb) {
             state: "change".to_owned(),
             message_number: 1,
         };
-        assert_eq!(post_notification(&n).await, Some(404));
+        assert_eq!(post_notification(&n).await, Some(401));
     }
     gateway.abort();
 }

@@ -25,7 +25,7 @@ both_backends!(
 );
 
 const BB: &str = "bitbucket-acme";
-const JIRA: &str = "jira-acme";
+pub(crate) const JIRA: &str = "jira-acme";
 const SECRET: &str = "atlassian_secret_token_42";
 const EMAIL: &str = "admin@acme.com";
 
@@ -58,7 +58,7 @@ async fn bitbucket(db: &TestDb, repos: usize) -> (BitbucketSim, SyncContext) {
     (sim, sync_context(&db.store, small_pages()))
 }
 
-async fn jira(db: &TestDb, projects: usize, http: HttpConfig) -> (JiraSim, SyncContext) {
+pub(crate) async fn jira(db: &TestDb, projects: usize, http: HttpConfig) -> (JiraSim, SyncContext) {
     init_tls();
     let sim = JiraSim::start(JiraSimConfig {
         projects,
@@ -87,7 +87,7 @@ async fn complete(ctx: &SyncContext, id: &str) {
 }
 
 /// Runs a sync that must end partial, marking nothing missing; returns why.
-async fn partial(ctx: &SyncContext, id: &str) -> String {
+pub(crate) async fn partial(ctx: &SyncContext, id: &str) -> String {
     match run_sync(ctx, id, RunTrigger::Test).await.expect("sync") {
         SyncOutcome::Partial { figures, why, .. } => {
             assert_eq!(figures.missing, 0, "a partial run marks nothing missing");
@@ -253,7 +253,7 @@ async fn jira_deletion_mid_listing_is_partial_and_marks_nothing_missing(db: Test
 }
 
 /// Every project of the simulator is an active space, and none is missing.
-async fn assert_every_project_registered(store: &Store, sim: &JiraSim) {
+pub(crate) async fn assert_every_project_registered(store: &Store, sim: &JiraSim) {
     let mut want: Vec<SpaceAddress> = sim
         .projects()
         .iter()

@@ -218,7 +218,42 @@ pub async fn rotated_secret_overlaps_then_the_old_one_is_refused(db: TestDb) {
     gateway.abort();
 }
 
+/// GitHub's default hook content type is `form`: the JSON arrives as the
+/// `payload` field, signed over the form bytes. It must be verified, parsed
+/// and applied like a JSON one, never acknowledged and dropped.
+pub async fn form_encoded_github_delivery_is_applied(db: TestDb) {
+    let h = synced(db).await;
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let worker = start_worker(h.store(), &h.ctx);
+    webhook_to(
+        &h,
+        &format!("{base}/hooks/github/{CONNECTION}"),
+        secret.expose(),
+    )
+    .await;
+    h.sim.set_webhook_form_encoded(true);
+    let id = h.sim.repos()[2].id;
+    h.sim.rename_repo(id, "renamed-by-form");
+    eventually("the form-encoded rename is applied", || async {
+        (active_name(h.store(), id).await.as_deref() == Some("renamed-by-form")).then_some(())
+    })
+    .await;
+    let rows = h.store().list_deliveries(CONNECTION).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].event, "repository.renamed");
+    assert!(rows[0].body.starts_with(b"payload="), "kept as signed");
+    assert_eq!(h.sim.webhook_deliveries()[0].status, Some(202));
+    worker.stop().await;
+    gateway.abort();
+}
+
 both_backends!(
+    form_encoded_github_delivery_is_applied,
     rename_arrives_by_webhook_without_a_full_sync,
     delivery_waits_for_a_worker_and_is_then_processed,
     rotated_secret_overlaps_then_the_old_one_is_refused,

@@ -76,14 +76,17 @@ async fn load(
             let mut ok = 0;
             let mut sent = 0;
             let mut lat = Vec::new();
-            let signature = secret
-                .as_deref()
-                .map(|s| sign(&WebhookSecret::from(s), BODY));
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= total || started.elapsed() > limit {
                     break;
                 }
+                // Each delivery its own bytes: the gateway stores a body
+                // seen before under a new id as a replay, not a delivery.
+                let body = [format!("{{\"bench_seq\":{n},").as_bytes(), &BODY[1..]].concat();
+                let signature = secret
+                    .as_deref()
+                    .map(|s| sign(&WebhookSecret::from(s), &body));
                 let mut req = client
                     .post(&url)
                     .header("content-type", "application/json")
@@ -94,7 +97,7 @@ async fn load(
                     req = req.header("x-hub-signature-256", sig);
                 }
                 let t = Instant::now();
-                let status = req.body(BODY).send().await.map(|r| r.status().as_u16());
+                let status = req.body(body).send().await.map(|r| r.status().as_u16());
                 lat.push(t.elapsed());
                 sent += 1;
                 if matches!(status, Ok(200..=299)) {
@@ -207,10 +210,7 @@ async fn bench(name: &str, db: TestDb) {
     let app: Router = router(EdgeState {
         store: db.store.clone(),
         metrics: None,
-        hooks: Some(Hooks {
-            cipher,
-            config: GatewayConfig::default(),
-        }),
+        hooks: Some(Hooks::new(cipher, GatewayConfig::default())),
     })
     .route("/noop", post(|| async { "ok" }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -2,17 +2,23 @@
 //!
 //! The order of a delivery's life here is the point of this module:
 //!
-//! 1. the route names a connection of that platform, else 404 (an unknown
-//!    id or a platform mismatch look the same from outside);
-//! 2. the body is read up to the configured cap, else 413;
-//! 3. the raw bytes are verified against every currently valid secret of
+//! 1. the media type is one the platform sends, else 415 (before the
+//!    connection is looked up);
+//! 2. the route names an enabled connection of that platform, else 401,
+//!    with the very answer of a bad signature and before any body byte is
+//!    read: an unknown id, a platform mismatch, a disabled connection and
+//!    a forgery look the same from outside;
+//! 3. the body is read up to the platform's limit (413 past it), within
+//!    the read deadline (408), and only when the process's budget of body
+//!    bytes in flight can hold it (503 with `Retry-After`, nothing read);
+//! 4. the raw bytes are verified against every currently valid secret of
 //!    the connection (a rotation overlaps two), else 401 — before anything
 //!    parses them;
-//! 4. the delivery (with the headers that matter, never an auth header) and
+//! 5. the delivery (with the headers that matter, never an auth header) and
 //!    its `handle-delivery` job are stored in ONE transaction; only then is
 //!    the delivery acknowledged. A store that cannot take it gets a 503 and
 //!    nothing is half-written, so the platform's retry is safe;
-//! 5. a second copy of a delivery (same platform delivery identity for the
+//! 6. a second copy of a delivery (same platform delivery identity for the
 //!    connection) hits the UNIQUE index, is answered 200 and makes no job.
 //!
 //! A signed delivery that cannot be parsed is kept, marked `failed` and
@@ -21,6 +27,10 @@
 //! keep failing); an operator can read it from the delivery table. Events
 //! the catalogue does not model are kept as `ignored`, acknowledged and
 //! counted.
+//!
+//! Strings that come from the request (the connection id of the path, a
+//! claimed delivery id) are logged as escaped (`Debug`) fields, so a
+//! percent-decoded newline cannot forge a log line.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,10 +39,12 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, kept_headers};
-use cmcp_domain::Platform;
+use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, intake, kept_headers};
+use cmcp_domain::{ConnectionStatus, Platform};
 use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use crate::EdgeState;
@@ -42,29 +54,87 @@ use crate::verify::{
     verify_drive_channel,
 };
 
-/// The gateway's settings (`[gateway]` in the config file).
+/// The edge's settings (`[gateway]` in the config file): body caps for the
+/// hook routes, and the time and concurrency bounds of every listener
+/// (`serve`, `gateway`; see [`crate::listen`]).
 #[derive(Debug, Clone, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
-    /// Deliveries with a larger body are refused with 413. GitHub caps its
-    /// payloads at 25 MB.
+    /// A ceiling over every platform's own body limit
+    /// (`cmcp_connectors::webhook::intake::max_body_bytes`): a larger
+    /// delivery is refused with 413.
     pub max_body_bytes: usize,
+    /// Bytes of delivery bodies held at once by this process; a delivery
+    /// that would go past it is answered 503 with `Retry-After` before any
+    /// of its body is read. It reserves its `Content-Length`, or its
+    /// platform's limit when it sends none.
+    pub max_inflight_body_bytes: usize,
+    /// A request head must arrive within this; hyper also closes a
+    /// kept-alive connection idle for this long.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub header_read_timeout: Duration,
+    /// A delivery's whole body must arrive within this (10 s, GitHub's own
+    /// delivery timeout: a later answer is a failure to GitHub anyway);
+    /// every other route's body may not stall longer than this between
+    /// two chunks.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub body_read_timeout: Duration,
+    /// Any request, body and handler included.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub request_timeout: Duration,
+    /// Open connections per listener; a new one past it is closed at once.
+    pub max_connections: usize,
+    /// Requests in progress per listener; past it the answer is 503 with
+    /// `Retry-After` at once.
+    pub max_concurrent_requests: usize,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             max_body_bytes: 25 * 1024 * 1024,
+            max_inflight_body_bytes: 64 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 8192,
+            max_concurrent_requests: 1024,
         }
     }
 }
 
 /// What the hook routes need beyond the store: the master key that opens
-/// the webhook secrets, and the settings.
+/// the webhook secrets, the settings, and the process's budget of body
+/// bytes in flight.
 #[derive(Clone)]
 pub struct Hooks {
     pub cipher: Cipher,
     pub config: GatewayConfig,
+    inflight: Arc<Semaphore>,
+}
+
+impl Hooks {
+    pub fn new(cipher: Cipher, config: GatewayConfig) -> Hooks {
+        let bytes = config.max_inflight_body_bytes.min(Semaphore::MAX_PERMITS);
+        Hooks {
+            cipher,
+            inflight: Arc::new(Semaphore::new(bytes)),
+            config,
+        }
+    }
+
+    /// The body limit of `platform` here: its own, under the configured
+    /// ceiling.
+    pub fn body_limit(&self, platform: Platform) -> usize {
+        intake::max_body_bytes(platform).min(self.config.max_body_bytes)
+    }
+
+    /// Reserve `n` bytes of the in-flight budget, or `None` when it is full
+    /// (never waits: a waiting request would hold its connection anyway).
+    fn reserve(&self, n: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(n.max(1)).ok()?;
+        self.inflight.clone().try_acquire_many_owned(n).ok()
+    }
 }
 
 /// The kept headers of a delivery, as stored.
@@ -109,29 +179,45 @@ pub(crate) async fn receive(
         return answer(StatusCode::NOT_FOUND, "unknown platform");
     };
     let claimed = claimed_delivery(platform, &headers);
+    // Before the connection is looked up, so the answer says nothing about
+    // which connections exist.
+    if let Err(e) = intake::check_media_type(platform, &headers) {
+        m::delivery(Some(platform), Outcome::UnsupportedMedia);
+        warn!(%platform, connection_id = ?connection, delivery = ?claimed, error = ?e.to_string(), "delivery refused: media type");
+        return (StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()).into_response();
+    }
     match state.store.get_connection(&connection).await {
-        Ok(row) if row.platform == platform => {}
+        Ok(row) if row.platform == platform && row.status == ConnectionStatus::Enabled => {}
+        // Unknown, of another platform or disabled: the same answer as a
+        // bad signature, and before any body byte is read.
         Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {
             m::delivery(Some(platform), Outcome::UnknownConnection);
-            warn!(%platform, connection_id = %connection, delivery = %claimed, "delivery for an unknown connection");
-            return answer(StatusCode::NOT_FOUND, "unknown connection");
+            warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery for an unknown or disabled connection");
+            return not_verified();
         }
         Err(e) => return unavailable(platform, &connection, &e),
     }
-    let too_large = headers
+    let limit = hooks.body_limit(platform);
+    let declared = headers
         .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .is_some_and(|n| n > hooks.config.max_body_bytes as u64);
-    let bytes = match too_large {
-        true => None,
-        false => axum::body::to_bytes(body, hooks.config.max_body_bytes)
-            .await
-            .ok(),
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(platform, &connection, &claimed, limit);
+    }
+    let Some(_reserved) = hooks.reserve(declared.map_or(limit, |n| n as usize)) else {
+        m::delivery(Some(platform), Outcome::Overloaded);
+        m::overloaded("body_bytes");
+        warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery refused: body bytes in flight at their cap");
+        return crate::listen::overloaded();
     };
-    let Some(bytes) = bytes else {
-        m::delivery(Some(platform), Outcome::TooLarge);
-        warn!(%platform, connection_id = %connection, delivery = %claimed, limit = hooks.config.max_body_bytes, "delivery body too large (or unreadable)");
-        return answer(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(e) if is_timeout(&e) => {
+            m::delivery(Some(platform), Outcome::Timeout);
+            warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery body stalled past the read timeout");
+            return answer(StatusCode::REQUEST_TIMEOUT, "body read timed out");
+        }
+        Err(_) => return too_large(platform, &connection, &claimed, limit),
     };
     let (verified, verification) = match platform {
         // No signature: the notification must name a live channel of this
@@ -157,6 +243,33 @@ pub(crate) async fn receive(
         }
     };
     store(&state, &connection, &verified, verification).await
+}
+
+fn too_large(platform: Platform, connection: &str, claimed: &str, limit: usize) -> Response {
+    m::delivery(Some(platform), Outcome::TooLarge);
+    warn!(%platform, connection_id = ?connection, delivery = ?claimed, limit, "delivery body too large (or unreadable)");
+    answer(StatusCode::PAYLOAD_TOO_LARGE, "body too large")
+}
+
+/// Whether reading the body failed on the body timeout
+/// (`tower_http::timeout::RequestBodyTimeoutLayer`), anywhere in the chain.
+fn is_timeout(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The one answer for every delivery that is not verified: an unknown or
+/// disabled connection, no live Drive channel, a missing or wrong
+/// signature. One status and one body, so the answer is no oracle of which
+/// connections exist.
+fn not_verified() -> Response {
+    answer(StatusCode::UNAUTHORIZED, "signature verification failed")
 }
 
 /// A Drive notification: look its channel up among the connection's live
@@ -191,8 +304,8 @@ async fn verify_drive(
     let Some((row, token)) = live else {
         m::delivery(Some(platform), Outcome::UnknownConnection);
         let shown: String = channel_id.chars().take(80).collect();
-        warn!(%platform, connection_id = %connection, delivery = %claimed, channel = %shown, "drive notification for no live channel");
-        return Err(answer(StatusCode::NOT_FOUND, "no live channel"));
+        warn!(%platform, connection_id = ?connection, delivery = ?claimed, channel = ?shown, "drive notification for no live channel");
+        return Err(not_verified());
     };
     let expected = DriveChannel {
         channel_id: row.channel_id,
@@ -215,17 +328,19 @@ fn refused(platform: Platform, connection: &str, claimed: &str, e: &VerifyError)
     m::verification_failure(platform, reason);
     m::delivery(Some(platform), Outcome::BadSignature);
     // The error names headers and counts, never a secret or a signature.
-    warn!(%platform, connection_id = %connection, delivery = %claimed, error = %e, "delivery refused: verification failed");
-    answer(StatusCode::UNAUTHORIZED, "signature verification failed")
+    warn!(%platform, connection_id = ?connection, delivery = ?claimed, error = ?e.to_string(), "delivery refused: verification failed");
+    not_verified()
 }
 
 fn unavailable(platform: Platform, connection: &str, e: &RegistryError) -> Response {
     m::delivery(Some(platform), Outcome::Unavailable);
-    warn!(%platform, connection_id = %connection, error = %e, "delivery not taken: store unavailable");
-    answer(
+    warn!(%platform, connection_id = ?connection, error = %e, "delivery not taken: store unavailable");
+    (
         StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "5")],
         "store unavailable, retry later",
     )
+        .into_response()
 }
 
 /// Parse (to decide the status), then store the delivery and its job in one
@@ -278,6 +393,9 @@ async fn store(
         verification: verification.to_owned(),
         status,
         error,
+        // Drive notifications are all empty: their hash says nothing.
+        body_sha256: (platform != Platform::Drive)
+            .then(|| hex::encode(Sha256::digest(verified.body()))),
     };
     let started = Instant::now();
     let result = state.store.record_delivery(&new).await;
@@ -285,15 +403,20 @@ async fn store(
     match result {
         Ok(Recorded::Stored { id, .. }) => {
             m::delivery(Some(platform), outcome);
-            info!(%platform, connection_id = %connection, delivery_id = %id, key = %new.delivery_key, event = %new.event, status = status.as_str(), "delivery stored");
+            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, event = ?new.event, status = status.as_str(), "delivery stored");
             if let Some(e) = &new.error {
-                warn!(%platform, connection_id = %connection, delivery_id = %id, error = %e, "signed delivery could not be parsed; kept as failed");
+                warn!(%platform, connection_id = ?connection, delivery_id = %id, error = ?e, "signed delivery could not be parsed; kept as failed");
             }
             answer(StatusCode::ACCEPTED, "accepted")
         }
+        Ok(Recorded::Replay { id }) => {
+            m::delivery(Some(platform), Outcome::Duplicate);
+            warn!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, "signed body replayed under a new delivery id; kept as a duplicate");
+            answer(StatusCode::OK, "duplicate")
+        }
         Ok(Recorded::Duplicate { id }) => {
             m::delivery(Some(platform), Outcome::Duplicate);
-            info!(%platform, connection_id = %connection, delivery_id = %id, key = %new.delivery_key, "duplicate delivery acknowledged");
+            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, "duplicate delivery acknowledged");
             answer(StatusCode::OK, "duplicate")
         }
         Err(e) => unavailable(platform, connection, &e),

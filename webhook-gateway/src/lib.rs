@@ -7,6 +7,7 @@
 //! lives with its connector (`cmcp_connectors::webhook`).
 
 pub mod hooks;
+pub mod listen;
 pub mod metrics;
 pub mod verify;
 
@@ -16,6 +17,7 @@ pub use verify::{
     DriveChannel, Unverified, Verified, VerifyError, WebhookSecret, sign, verify_drive_channel,
 };
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
@@ -26,6 +28,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use cmcp_registry::Store;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower_http::timeout::TimeoutLayer;
 
 /// What the edge's handlers share.
 #[derive(Clone)]
@@ -48,16 +51,29 @@ pub fn install_metrics() -> Option<PrometheusHandle> {
 
 /// The edge router: `/healthz`, `/readyz`, `/metrics` and
 /// `POST /hooks/{platform}/{connection}`. The hook route reads its body
-/// itself against the configured cap, so axum's default limit is lifted
-/// there.
+/// itself against the platform's limit, so axum's default limit is lifted
+/// there; it must be read whole within the body read timeout (a trickled
+/// body is cut there, 408), whatever serves the router.
 pub fn router(state: EdgeState) -> Router {
+    let deadline = state
+        .hooks
+        .as_ref()
+        .map_or(GatewayConfig::default().body_read_timeout, |h| {
+            h.config.body_read_timeout
+        });
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
         .route(
             "/hooks/{platform}/{connection}",
-            post(hooks::receive).layer(DefaultBodyLimit::disable()),
+            post(hooks::receive)
+                .layer(DefaultBodyLimit::disable())
+                .layer::<_, Infallible>(listen::body_stall_deadline(deadline))
+                .layer::<_, Infallible>(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    deadline,
+                )),
         )
         .with_state(Arc::new(state))
 }
@@ -92,6 +108,14 @@ async fn render_metrics(State(state): State<Arc<EdgeState>>) -> impl IntoRespons
                     metrics::oldest_unprocessed(oldest.map(hooks::age).unwrap_or_default())
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the oldest unprocessed delivery"),
+            }
+            match state.store.delivery_counts().await {
+                Ok(counts) => {
+                    for (status, n) in counts {
+                        metrics::stored_deliveries(status.as_str(), n);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot count stored deliveries"),
             }
             (StatusCode::OK, h.render())
         }

@@ -18,6 +18,14 @@ pub const ENQUEUE_SECONDS: &str = "cmcp_webhook_enqueue_seconds";
 /// Age in seconds of the oldest delivery still waiting for its job (0 when
 /// none is); computed from the store at scrape time.
 pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
+/// Stored deliveries by `status` (`received`, `processed`, `failed`,
+/// `ignored`); computed from the store at scrape time.
+pub const STORED_DELIVERIES: &str = "cmcp_webhook_stored_deliveries";
+/// Requests answered 503 before any work, by the `limit` that was full
+/// (`requests`, `body_bytes`).
+pub const OVERLOADED: &str = "cmcp_http_overloaded_total";
+/// Connections closed at accept because the listener had too many open.
+pub const CONNECTIONS_REFUSED: &str = "cmcp_http_connections_refused_total";
 
 cmcp_domain::string_enum! {
     /// What became of one delivery at the edge (the `outcome` label).
@@ -32,6 +40,12 @@ cmcp_domain::string_enum! {
         BadSignature = "bad_signature",
         UnknownConnection = "unknown_connection",
         TooLarge = "too_large",
+        /// Not in a media type the platform sends: 415.
+        UnsupportedMedia = "unsupported_media",
+        /// The body did not arrive within the read deadline: 408.
+        Timeout = "timeout",
+        /// The gateway was at its body-bytes cap: 503, nothing read.
+        Overloaded = "overloaded",
         /// Signed but not understood: stored as failed and acknowledged.
         Failed = "failed",
         /// The store could not take it: 503, the sender retries.
@@ -66,6 +80,18 @@ pub fn oldest_unprocessed(age: Duration) {
     metrics::gauge!(OLDEST_UNPROCESSED_SECONDS).set(age.as_secs_f64());
 }
 
+pub fn stored_deliveries(status: &'static str, n: i64) {
+    metrics::gauge!(STORED_DELIVERIES, "status" => status).set(n as f64);
+}
+
+pub fn overloaded(limit: &'static str) {
+    metrics::counter!(OVERLOADED, "limit" => limit).increment(1);
+}
+
+pub fn connection_refused() {
+    metrics::counter!(CONNECTIONS_REFUSED).increment(1);
+}
+
 /// Help texts for the exporter.
 pub fn describe() {
     metrics::describe_counter!(DELIVERIES, "Webhook deliveries by platform and outcome");
@@ -86,5 +112,17 @@ pub fn describe() {
         OLDEST_UNPROCESSED_SECONDS,
         metrics::Unit::Seconds,
         "Age of the oldest delivery not yet processed"
+    );
+    metrics::describe_gauge!(
+        STORED_DELIVERIES,
+        "Stored webhook deliveries by status (failed ones wait for a replay)"
+    );
+    metrics::describe_counter!(
+        OVERLOADED,
+        "Requests refused with 503 because a limit was full"
+    );
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed at accept because too many were open"
     );
 }

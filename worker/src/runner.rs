@@ -86,6 +86,9 @@ where
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
+                        // A job that panics fails with the panic as its
+                        // error; the worker and its process go on.
+                        .catch_panic()
                         .concurrency(cfg.concurrency)
                         .data(ctx.clone())
                         .data(queue.clone())
@@ -95,6 +98,7 @@ where
                 .register(move |_| {
                     WorkerBuilder::new(deliveries_name.clone())
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
+                        .catch_panic()
                         .concurrency(d_cfg.concurrency)
                         .data(d_ctx.clone())
                         .data(d_queue.clone())
@@ -120,6 +124,9 @@ where
                 .register(move |_| {
                     WorkerBuilder::new(opts.name.clone())
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
+                        // A job that panics fails with the panic as its
+                        // error; the worker and its process go on.
+                        .catch_panic()
                         .concurrency(cfg.concurrency)
                         .data(ctx.clone())
                         .data(queue.clone())
@@ -129,6 +136,7 @@ where
                 .register(move |_| {
                     WorkerBuilder::new(deliveries_name.clone())
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
+                        .catch_panic()
                         .concurrency(d_cfg.concurrency)
                         .data(d_ctx.clone())
                         .data(d_queue.clone())

@@ -45,6 +45,16 @@ pub struct SyncConfig {
     /// A space is tombstoned after this many consecutive complete listings
     /// without it (0: never by absence, only by a direct read).
     pub tombstone_after: u32,
+    /// First wait before a delivery whose processing failed is tried again;
+    /// it doubles per attempt (with jitter) up to `delivery_retry_max`.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_min: Duration,
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_max: Duration,
+    /// A delivery still failing this long after it arrived is `failed`,
+    /// with its last error, for an ADMIN to replay.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub delivery_retry_horizon: Duration,
 }
 
 impl Default for SyncConfig {
@@ -55,6 +65,9 @@ impl Default for SyncConfig {
             max_missing_fraction: 0.10,
             max_missing: 50,
             tombstone_after: 7,
+            delivery_retry_min: Duration::from_secs(2),
+            delivery_retry_max: Duration::from_secs(15 * 60),
+            delivery_retry_horizon: Duration::from_secs(24 * 3600),
         }
     }
 }

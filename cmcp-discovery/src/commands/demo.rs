@@ -82,10 +82,7 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     let edge = router(EdgeState {
         store: app.store.clone(),
         metrics: None,
-        hooks: Some(Hooks {
-            cipher: app.cipher.clone(),
-            config: app.cfg.gateway.clone(),
-        }),
+        hooks: Some(Hooks::new(app.cipher.clone(), app.cfg.gateway.clone())),
     });
     let gateway = tokio::spawn(async move { axum::serve(listener, edge).await });
 

@@ -1,6 +1,7 @@
 //! One function per command; each opens only what it needs.
 
 mod connection;
+pub mod deliveries;
 #[cfg(feature = "demo")]
 mod demo;
 mod doctor;
@@ -121,6 +122,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     json,
                 } => sync::runs(&app, connection.as_deref(), limit, json).await,
                 Command::Audit { limit, json } => spaces::audit(&app, limit, json).await,
+                Command::Deliveries(cmd) => deliveries::run(&app, cmd).await,
                 Command::Changes {
                     after,
                     limit,

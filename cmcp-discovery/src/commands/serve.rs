@@ -13,13 +13,12 @@ pub async fn serve(app: &App) -> Result<()> {
     info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics, /hooks/{{platform}}/{{connection}}");
     let edge = router(edge_state(app))
         // The ADMIN's API (/v1/…) and one screen (/admin).
-        .merge(cmcp_admin::router(cmcp_admin::AdminState::new(
-            app.store.clone(),
-        )));
+        .merge(cmcp_admin::router(
+            cmcp_admin::AdminState::new(app.store.clone()).behind(&app.cfg.public_url),
+        ));
+    let limits = app.cfg.gateway.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, edge)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        cmcp_webhook_gateway::listen::serve(listener, edge, &limits, shutdown_signal()).await
     });
     let opts = WorkerOptions::unique("serve");
     // The worker also runs the fleet's scheduler: reconciles, push-channel
@@ -36,10 +35,14 @@ pub async fn gateway(app: &App) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", app.cfg.listen))?;
     info!(listen = %app.cfg.listen, "gateway serving /hooks/{{platform}}/{{connection}}, /healthz, /readyz, /metrics");
-    axum::serve(listener, router(edge_state(app)))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("http server")?;
+    cmcp_webhook_gateway::listen::serve(
+        listener,
+        router(edge_state(app)),
+        &app.cfg.gateway,
+        shutdown_signal(),
+    )
+    .await
+    .context("http server")?;
     Ok(())
 }
 
@@ -47,10 +50,7 @@ fn edge_state(app: &App) -> EdgeState {
     EdgeState {
         store: app.store.clone(),
         metrics: install_metrics(),
-        hooks: Some(Hooks {
-            cipher: app.cipher.clone(),
-            config: app.cfg.gateway.clone(),
-        }),
+        hooks: Some(Hooks::new(app.cipher.clone(), app.cfg.gateway.clone())),
     }
 }
 

@@ -28,6 +28,14 @@ pub const KEPT_HEADERS: &[&str] = &[
     "user-agent",
 ];
 
+/// Bitbucket Cloud does not send payloads over 256 KB (it drops them);
+/// four times that leaves room for escaping without holding megabytes for
+/// a caller that cannot be Bitbucket.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Bitbucket Cloud sends JSON only.
+pub const CONTENT_TYPES: &[&str] = &["application/json"];
+
 const PLATFORM: Platform = Platform::Bitbucket;
 
 /// A repository as named in a delivery.

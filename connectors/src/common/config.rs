@@ -49,6 +49,10 @@ pub struct HttpConfig {
     /// documents a secondary limit of 100 concurrent requests and asks for
     /// restraint; 4 keeps listings fast while staying far below it.
     pub max_concurrency: usize,
+    /// A response body larger than this is refused, read no further (a
+    /// page of 100 repositories is about 600 KB): an upstream that streams
+    /// without end cannot exhaust memory.
+    pub max_response_bytes: usize,
     /// Bitbucket Cloud's allowance per credential when the platform reports
     /// none (user API tokens get no rate-limit headers, only a 429): 1,000
     /// repository-data requests per rolling hour ("API request limits",
@@ -76,6 +80,7 @@ impl Default for HttpConfig {
             per_page: 100,
             user_agent: format!("cmcp-discovery/{}", env!("CARGO_PKG_VERSION")),
             max_concurrency: 4,
+            max_response_bytes: 64 * 1024 * 1024,
             bitbucket_hourly_limit: 1000,
             bitbucket_limit_window: Duration::from_secs(3600),
         }

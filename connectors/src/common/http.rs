@@ -279,8 +279,16 @@ impl<P: ApiPolicy> HttpClient<P> {
         let status = resp.status();
         let headers = resp.headers().clone();
         let final_url = resp.url().clone();
-        let body = match resp.bytes().await {
-            Ok(b) => b,
+        let limit = self.config().max_response_bytes;
+        let body = match read_bounded(resp, limit).await {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                let error = ConnectorError::Decode {
+                    platform,
+                    detail: format!("{final_url}: response body larger than {limit} bytes"),
+                };
+                return (Err(Failure::Fatal(error)), Some(headers));
+            }
             Err(e) => return (Err(transport(e)), Some(headers)),
         };
         if status.is_success() {
@@ -513,6 +521,26 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     }
     let at = DateTime::parse_from_rfc2822(v).ok()?;
     Some(until(at.with_timezone(&Utc)))
+}
+
+/// The body, or `None` once it passes `limit` bytes (nothing more is
+/// read, the connection is dropped). A `Content-Length` above the limit is
+/// refused before a byte is read.
+async fn read_bounded(
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> std::result::Result<Option<Vec<u8>>, reqwest::Error> {
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 #[cfg(test)]

@@ -34,6 +34,13 @@ pub const KEPT_HEADERS: &[&str] = &[
 
 const PLATFORM: Platform = Platform::Drive;
 
+/// A notification has no body: everything is in headers. A little room for
+/// a proxy that adds one.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// No body is read, so no content type is required: empty means "any".
+pub const CONTENT_TYPES: &[&str] = &[];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResourceState {
     /// The channel was just created.

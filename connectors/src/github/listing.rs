@@ -28,7 +28,12 @@ use reqwest::header::{HeaderMap, HeaderValue, LINK};
 use tokio::sync::mpsc::Sender;
 use url::Url;
 
-use super::{GithubConnector, PLATFORM, mapping, model, scopes};
+use super::{GithubConnector, MAX_PER_PAGE, PLATFORM, mapping, model, scopes};
+
+/// The largest organisation the fleet plans for (`DESIGN.md`: 100,000
+/// repos per tenant). A page count beyond it comes from a broken or hostile
+/// upstream, and reading it would spend the budget for hours.
+pub const MAX_REPOS_PER_ORG: u64 = 100_000;
 use crate::ListingReport;
 use crate::common::http::{Conditional, Counters, Exhausted};
 use crate::common::link;
@@ -219,7 +224,24 @@ impl GithubConnector {
         }
         // Not page-numbered: fall back to following `next`.
         let n = link::page_number(&last)?;
+        let cap = self.max_pages();
+        if n > cap {
+            // A page count no organisation we plan for can have: read
+            // nothing more (page 1 is kept) and say why.
+            tally.fail(format!(
+                "page 1: rel=\"last\" claims {n} pages, above the sanity cap of {cap} \
+                 ({MAX_REPOS_PER_ORG} repositories); listing stopped"
+            ));
+            return Some((last, 1));
+        }
         Some((last, n))
+    }
+
+    /// The most pages a listing may have: [`MAX_REPOS_PER_ORG`] at the page
+    /// size asked for.
+    fn max_pages(&self) -> u32 {
+        let per_page = self.client.http().config().per_page.clamp(1, MAX_PER_PAGE);
+        u32::try_from(MAX_REPOS_PER_ORG.div_ceil(u64::from(per_page))).unwrap_or(u32::MAX)
     }
 
     /// Pages 2..=n, built from the last URL, at most `max_concurrency` at a
@@ -308,6 +330,14 @@ impl GithubConnector {
                 }
             };
             number += 1;
+            if number > self.max_pages() {
+                tally.fail(format!(
+                    "page {number}: the next chain goes past the sanity cap of {} pages \
+                     ({MAX_REPOS_PER_ORG} repositories); listing stopped",
+                    self.max_pages()
+                ));
+                break;
+            }
             seen_urls.insert(url.to_string());
             let page = match self.fetch_page(&url, number, host, counters).await {
                 Ok(p) => p,

@@ -39,7 +39,7 @@ use crate::{Connector, ListingReport, ReadOutcome};
 
 const PLATFORM: Platform = Platform::Github;
 /// GitHub's largest page; it silently caps a larger `per_page` anyway.
-const MAX_PER_PAGE: u32 = 100;
+pub(crate) const MAX_PER_PAGE: u32 = 100;
 
 /// Lists one GitHub organisation with one credential.
 pub struct GithubConnector {

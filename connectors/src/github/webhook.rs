@@ -3,6 +3,8 @@
 //! `repository.id`; `full_name` and the owner's login are aliases that a
 //! rename or transfer changes.
 
+use std::borrow::Cow;
+
 use cmcp_domain::{Platform, SpaceKind};
 use http::HeaderMap;
 use serde_json::Value;
@@ -25,6 +27,16 @@ pub const KEPT_HEADERS: &[&str] = &[
 ];
 
 const PLATFORM: Platform = Platform::Github;
+
+/// GitHub caps payloads at 25 MB and does not deliver larger ones.
+pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
+
+/// A hook is created with `content_type` `json` or `form` (the default):
+/// `form` sends the same JSON as the `payload` field of an
+/// `application/x-www-form-urlencoded` body, signed over the raw form bytes.
+pub const CONTENT_TYPES: &[&str] = &["application/json", FORM];
+
+const FORM: &str = "application/x-www-form-urlencoded";
 
 /// A repository as named in a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,9 +189,23 @@ impl GithubEvent {
     }
 }
 
+/// The JSON of a delivery: the body itself, or the `payload` field of a
+/// form-encoded one (a form without it yields nothing, which is not JSON).
+fn payload<'b>(headers: &HeaderMap, body: &'b [u8]) -> Cow<'b, [u8]> {
+    if crate::webhook::intake::media_type(headers).as_deref() != Some(FORM) {
+        return Cow::Borrowed(body);
+    }
+    let field = url::form_urlencoded::parse(body).find(|(k, _)| k == "payload");
+    Cow::Owned(
+        field
+            .map(|(_, v)| v.into_owned().into_bytes())
+            .unwrap_or_default(),
+    )
+}
+
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
     let event = required_header(headers, PLATFORM, EVENT_HEADER)?;
-    let root = json_body(PLATFORM, body)?;
+    let root = json_body(PLATFORM, &payload(headers, body))?;
     let f = Fields {
         platform: PLATFORM,
         event,
@@ -334,6 +360,30 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(EVENT_HEADER, HeaderValue::from_static(event));
         parse(&h, body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn form_encoded_delivery_is_read_from_its_payload_field() {
+        let json = repo_body("archived").to_string();
+        let form: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("payload", &json)
+            .finish();
+        let mut h = HeaderMap::new();
+        h.insert(EVENT_HEADER, HeaderValue::from_static("repository"));
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded"),
+        );
+        let from_form = parse(&h, form.as_bytes()).unwrap();
+        assert_eq!(
+            from_form,
+            parse_json("repository", repo_body("archived")).unwrap()
+        );
+        // A form without `payload` is an error, never an empty event.
+        assert!(matches!(
+            parse(&h, b"other=1"),
+            Err(ParseError::NotJson { .. })
+        ));
     }
 
     fn repo_body(action: &str) -> Value {

@@ -27,6 +27,11 @@ use crate::common::http::{Counters, Exhausted};
 use crate::common::tally::Tally;
 use crate::error::{ConnectorError, Result};
 
+/// The largest Jira site the fleet plans for (`DESIGN.md`: 100,000 per
+/// tenant). A total above it is not believed: it would plan windows for
+/// hours of requests.
+pub const MAX_PROJECTS_PER_SITE: u64 = 100_000;
+
 /// What reading one window `[start, end)` gave.
 struct Window {
     start: u64,
@@ -224,7 +229,15 @@ impl JiraConnector {
         };
         let mut first = Self::empty_window(0);
         let got = self.add_page(&mut first, 0, u64::MAX, page, cloud);
-        let hint = first.totals.first().map_or(got, |(_, t)| *t);
+        let reported = first.totals.first().map_or(got, |(_, t)| *t);
+        if reported > MAX_PROJECTS_PER_SITE {
+            tally.fail(format!(
+                "startAt=0: a total of {reported} projects is above the sanity cap of \
+                 {MAX_PROJECTS_PER_SITE}; windows planned up to the cap only"
+            ));
+        }
+        // Windows are planned (lazily) up to the total, never past the cap.
+        let hint = reported.min(MAX_PROJECTS_PER_SITE);
         // Where the end marker was met (u64::MAX: not yet).
         let mut end_seen = u64::MAX;
         let mut broken = false;
@@ -260,6 +273,13 @@ impl JiraConnector {
         // must bring projects not seen before, so a server repeating itself
         // cannot keep the listing going.
         while !reached_end && !broken {
+            if resume >= MAX_PROJECTS_PER_SITE {
+                tally.fail(format!(
+                    "startAt={resume}: no end marker within the sanity cap of \
+                     {MAX_PROJECTS_PER_SITE} projects; stopped reading"
+                ));
+                break;
+            }
             let before = tally.admitted();
             let w = self
                 .window(resume, next_start(resume), cloud, counters)

@@ -21,6 +21,13 @@ pub const KEPT_HEADERS: &[&str] = &[
 ];
 
 const PLATFORM: Platform = Platform::Jira;
+
+/// Jira publishes no cap; project and issue events are a few KB, an issue
+/// with a long description and many fields well under a megabyte.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Jira Cloud admin webhooks send JSON only.
+pub const CONTENT_TYPES: &[&str] = &["application/json"];
 const EVENT_FIELD: &str = "/webhookEvent";
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,6 +25,8 @@ pub struct StoredDelivery {
     status: DeliveryStatus,
     headers: HeaderMap,
     body: Vec<u8>,
+    received_at: i64,
+    attempts: i64,
 }
 
 impl StoredDelivery {
@@ -37,6 +39,8 @@ impl StoredDelivery {
             event: row.event,
             status: row.status,
             body: row.body,
+            received_at: row.received_at,
+            attempts: row.attempts,
         }
     }
 
@@ -64,6 +68,16 @@ impl StoredDelivery {
 
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
+    }
+
+    /// When the gateway stored it (epoch ms): retries end a horizon after.
+    pub fn received_at(&self) -> i64 {
+        self.received_at
+    }
+
+    /// Failed attempts so far (each one retried).
+    pub fn attempts(&self) -> i64 {
+        self.attempts
     }
 
     /// The raw body, byte for byte as signed.

@@ -47,7 +47,15 @@ pub struct NewDelivery {
     /// or `ignored` (understood, nothing to do).
     pub status: DeliveryStatus,
     pub error: Option<String>,
+    /// SHA-256 (hex) of the signed body, for replay detection; `None` where
+    /// bodies carry nothing (Drive notifications are all empty).
+    pub body_sha256: Option<String>,
 }
+
+/// A replay of a signed body under a new delivery id is recognised for this
+/// long after the first copy (a platform's own redeliveries keep their id
+/// and are caught by the delivery key whenever they come).
+pub const REPLAY_WINDOW_MS: i64 = 24 * 3_600_000;
 
 cmcp_domain::string_enum! {
     pub enum DeliveryStatus: "delivery status" {
@@ -65,6 +73,9 @@ pub enum Recorded {
     Stored { id: String, job_id: Option<String> },
     /// The same delivery key was already stored for this connection.
     Duplicate { id: String },
+    /// The same signed body was stored for this connection under another
+    /// delivery key within the replay window.
+    Replay { id: String },
 }
 
 #[derive(Clone, Serialize)]
@@ -82,6 +93,10 @@ pub struct DeliveryRow {
     pub status: DeliveryStatus,
     pub error: Option<String>,
     pub processed_at: Option<i64>,
+    /// Processing attempts that failed and were retried.
+    pub attempts: i64,
+    /// When the next retry is due, while one is.
+    pub next_attempt_at: Option<i64>,
 }
 
 /// The body shows as its length: it can be megabytes.
@@ -98,6 +113,8 @@ impl std::fmt::Debug for DeliveryRow {
             .field("status", &self.status)
             .field("error", &self.error)
             .field("processed_at", &self.processed_at)
+            .field("attempts", &self.attempts)
+            .field("next_attempt_at", &self.next_attempt_at)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +133,8 @@ struct RawDelivery {
     status: String,
     error: Option<String>,
     processed_at: Option<i64>,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
 }
 
 impl TryFrom<RawDelivery> for DeliveryRow {
@@ -138,6 +157,8 @@ impl TryFrom<RawDelivery> for DeliveryRow {
             verification: r.verification,
             error: r.error,
             processed_at: r.processed_at,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
         })
     }
 }
@@ -193,17 +214,22 @@ pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
     }
 }
 
-/// Insert one apalis job row through any executor; returns its id.
+/// Insert one apalis job row through any executor, due now or at epoch
+/// second `$run_at`; returns its id.
 macro_rules! insert_job {
-    ($ex:expr, $backend:expr, $job:expr) => {{
+    ($ex:expr, $backend:expr, $job:expr) => {
+        insert_job!($ex, $backend, $job, now_ms() / 1000)
+    };
+    ($ex:expr, $backend:expr, $job:expr, $run_at:expr) => {{
         let job: &QueuedJob = $job;
+        let run_at: i64 = $run_at;
         let id = new_ulid();
         sqlx::query(job_insert_sql($backend))
             .bind(&job.payload)
             .bind(&id)
             .bind(&job.queue)
             .bind(job.max_attempts)
-            .bind(now_ms() / 1000)
+            .bind(run_at)
             .execute($ex)
             .await
             .map(|_| id)
@@ -236,7 +262,8 @@ fn generate_secret() -> Token {
 }
 
 const DELIVERY_SELECT: &str = "SELECT id, connection_id, platform, delivery_key, event, received_at, \
-     headers, body, verification, status, error, processed_at FROM webhook_deliveries";
+     headers, body, verification, status, error, processed_at, attempts, next_attempt_at \
+     FROM webhook_deliveries";
 
 impl Store {
     /// Give the connection a webhook secret unless it has a current one.
@@ -331,7 +358,9 @@ impl Store {
 
     /// Store a verified delivery and, when its status is `received`, its
     /// `handle-delivery` job, in one transaction. A delivery key already
-    /// stored for the connection is a duplicate: nothing is written.
+    /// stored for the connection is a duplicate, and so is a body already
+    /// stored for it (same hash) within [`REPLAY_WINDOW_MS`]: a signed body
+    /// replayed under a new delivery id. Nothing is written for either.
     pub async fn record_delivery(&self, new: &NewDelivery) -> Result<Recorded> {
         let id = new_ulid();
         let job = (new.status == DeliveryStatus::Received).then(|| QueuedJob::handle_delivery(&id));
@@ -350,25 +379,38 @@ impl Store {
             &new.body
         };
         let recorded = in_tx!(self, tx => {
-            let inserted: Option<(String,)> = sqlx::query_as(
-                "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, \
-                 headers, body, verification, status, error, processed_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                 ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
-            )
-            .bind(&id).bind(&new.connection_id).bind(new.platform.as_str()).bind(&new.delivery_key)
-            .bind(&new.event).bind(now).bind(&headers).bind(body).bind(&new.verification)
-            .bind(new.status.as_str()).bind(&new.error).bind(processed_at)
-            .fetch_optional(&mut *tx).await?;
-            match inserted {
-                Some(_) => {
+            let replayed: Option<(String,)> = match &new.body_sha256 {
+                Some(hash) => sqlx::query_as(
+                    "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND body_sha256 = $2 \
+                     AND received_at > $3 ORDER BY received_at LIMIT 1",
+                )
+                .bind(&new.connection_id).bind(hash).bind(now - REPLAY_WINDOW_MS)
+                .fetch_optional(&mut *tx).await?,
+                None => None,
+            };
+            let inserted: Option<(String,)> = match replayed {
+                Some(_) => None,
+                None => sqlx::query_as(
+                    "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, \
+                     headers, body, verification, status, error, processed_at, body_sha256) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                     ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
+                )
+                .bind(&id).bind(&new.connection_id).bind(new.platform.as_str()).bind(&new.delivery_key)
+                .bind(&new.event).bind(now).bind(&headers).bind(body).bind(&new.verification)
+                .bind(new.status.as_str()).bind(&new.error).bind(processed_at).bind(&new.body_sha256)
+                .fetch_optional(&mut *tx).await?,
+            };
+            match (inserted, replayed) {
+                (_, Some((existing,))) => Recorded::Replay { id: existing },
+                (Some(_), None) => {
                     let job_id = match &job {
                         Some(job) => Some(insert_job!(&mut *tx, backend, job)?),
                         None => None,
                     };
                     Recorded::Stored { id: id.clone(), job_id }
                 }
-                None => {
+                (None, None) => {
                     let (existing,): (String,) = sqlx::query_as(
                         "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND delivery_key = $2",
                     )
@@ -468,6 +510,10 @@ impl Store {
         Ok(oldest)
     }
 }
+
+mod retries;
+
+pub use retries::DeliveryFilter;
 
 #[cfg(test)]
 mod tests {

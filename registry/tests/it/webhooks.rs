@@ -11,7 +11,39 @@ both_backends!(
     a_webhook_secret_is_created_once_and_sealed,
     rotation_keeps_the_old_secret_only_for_the_overlap,
     a_delivery_key_is_stored_once_and_finished_once_processed,
+    a_signed_body_replayed_under_a_new_key_is_a_duplicate,
 );
+
+/// The same signed bytes under a new delivery id: recognised by the body's
+/// hash and stored as nothing new. Other bodies, and bodies without a hash
+/// (Drive notifications), are not affected.
+async fn a_signed_body_replayed_under_a_new_key_is_a_duplicate(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let hashed = |key: &str, hash: Option<&str>| NewDelivery {
+        body_sha256: hash.map(str::to_owned),
+        ..delivery(key, DeliveryStatus::Ignored)
+    };
+    let Recorded::Stored { id, .. } = s.record_delivery(&hashed("k1", Some("aa"))).await.unwrap()
+    else {
+        panic!("first copy is stored");
+    };
+    assert_eq!(
+        s.record_delivery(&hashed("k2", Some("aa"))).await.unwrap(),
+        Recorded::Replay { id: id.clone() }
+    );
+    assert!(matches!(
+        s.record_delivery(&hashed("k3", Some("bb"))).await.unwrap(),
+        Recorded::Stored { .. }
+    ));
+    for key in ["k4", "k5"] {
+        assert!(matches!(
+            s.record_delivery(&hashed(key, None)).await.unwrap(),
+            Recorded::Stored { .. }
+        ));
+    }
+    assert_eq!(s.list_deliveries("gh").await.unwrap().len(), 4);
+}
 
 async fn sealed_secrets(store: &Store) -> Vec<Vec<u8>> {
     let sql = "SELECT secret_sealed FROM webhook_secrets ORDER BY id";
@@ -97,6 +129,7 @@ fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
         verification: "hmac-sha256".to_owned(),
         status,
         error: None,
+        body_sha256: None,
     }
 }
 

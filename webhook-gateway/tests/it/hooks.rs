@@ -20,6 +20,7 @@ both_backends!(
     forged_deliveries_are_refused_without_a_job,
     unknown_routes_and_oversized_bodies_are_refused,
     duplicate_delivery_makes_one_row_and_one_job,
+    signed_body_replayed_under_a_new_id_is_a_duplicate,
     signed_but_unparseable_is_kept_as_failed,
     failing_store_answers_503_and_writes_nothing,
     rotation_accepts_the_old_secret_only_during_the_overlap,
@@ -31,15 +32,18 @@ fn app(store: &Store, max_body_bytes: usize) -> Router {
     router(EdgeState {
         store: store.clone(),
         metrics: None,
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig { max_body_bytes },
-        }),
+        hooks: Some(Hooks::new(
+            cipher(),
+            GatewayConfig {
+                max_body_bytes,
+                ..GatewayConfig::default()
+            },
+        )),
     })
 }
 
 /// The apalis queue tables, as the worker's `queue::setup` creates them.
-async fn setup_queue(store: &Store) {
+pub(crate) async fn setup_queue(store: &Store) {
     match store {
         Store::Sqlite(pool) => apalis_sqlite::SqliteStorage::<()>::migrations()
             .run(pool)
@@ -91,8 +95,25 @@ struct Delivery {
 }
 
 /// The renamed-repository sample as GitHub sends it, signed with `secret`.
+/// Each delivery id gets its own bytes (a real event's body differs from
+/// another's), so only [`replay`] sends the same body twice.
 fn github(secret: &str, guid: &str) -> Delivery {
-    let body = fixture("github", "webhook-repository-renamed.json");
+    let sample = fixture("github", "webhook-repository-renamed.json");
+    let body = [
+        format!("{{\"test_delivery\":\"{guid}\",").as_bytes(),
+        &sample[1..],
+    ]
+    .concat();
+    signed_github(secret, guid, body)
+}
+
+/// The same signed bytes as `github(secret, first)`, under delivery id
+/// `guid`: a replay.
+fn replay(secret: &str, first: &str, guid: &str) -> Delivery {
+    signed_github(secret, guid, github(secret, first).body)
+}
+
+fn signed_github(secret: &str, guid: &str, body: Vec<u8>) -> Delivery {
     let signature = sign(&WebhookSecret::from(secret), &body);
     Delivery {
         headers: vec![
@@ -191,13 +212,23 @@ pub async fn unknown_routes_and_oversized_bodies_are_refused(db: TestDb) {
     connection(&db.store, "drive-a", Platform::Drive).await;
     let app = app(&db.store, 1024);
     let d = github(&secret, "b1");
+    assert_eq!(
+        post(&app, "/hooks/gitlab/gh", &d).await,
+        StatusCode::NOT_FOUND,
+        "no such platform"
+    );
+    // An unknown connection, or one of another platform, answers as a
+    // forgery does: no oracle of which connections exist.
     for path in [
         "/hooks/github/nope",
-        "/hooks/gitlab/gh",
         "/hooks/jira/gh",
         "/hooks/github/jira-a",
     ] {
-        assert_eq!(post(&app, path, &d).await, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(
+            post(&app, path, &d).await,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
     }
     let drive = Delivery {
         body: Vec::new(),
@@ -205,7 +236,7 @@ pub async fn unknown_routes_and_oversized_bodies_are_refused(db: TestDb) {
     };
     assert_eq!(
         post(&app, "/hooks/drive/drive-a", &drive).await,
-        StatusCode::NOT_FOUND,
+        StatusCode::UNAUTHORIZED,
         "no live channel"
     );
     assert!(d.body.len() > 1024, "the sample is bigger than the cap");
@@ -250,12 +281,31 @@ pub async fn duplicate_delivery_makes_one_row_and_one_job(db: TestDb) {
     assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (1, 1));
 }
 
+pub async fn signed_body_replayed_under_a_new_id_is_a_duplicate(db: TestDb) {
+    let secret = ready(&db).await;
+    let app = app(&db.store, 1 << 20);
+    let first = "0a0a0a0a-0000-0000-0000-000000000001";
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &github(&secret, first)).await,
+        StatusCode::ACCEPTED
+    );
+    let again = replay(&secret, first, "0b0b0b0b-0000-0000-0000-000000000002");
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &again).await,
+        StatusCode::OK,
+        "recognised by its body's hash"
+    );
+    assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (1, 1));
+}
+
 pub async fn signed_but_unparseable_is_kept_as_failed(db: TestDb) {
     let secret = ready(&db).await;
     let app = app(&db.store, 1 << 20);
+    // Declared JSON, sent as a form: authentic, not understood.
     let body = b"payload=%7B%7D".to_vec();
     let d = Delivery {
         headers: vec![
+            ("content-type", "application/json".to_owned()),
             ("x-github-event", "repository".to_owned()),
             ("x-github-delivery", "d1".to_owned()),
             ("x-github-hook-id", "4242".to_owned()),
@@ -367,10 +417,7 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
     let app = router(EdgeState {
         store: db.store.clone(),
         metrics: Some(handle),
-        hooks: Some(Hooks {
-            cipher: cipher(),
-            config: GatewayConfig::default(),
-        }),
+        hooks: Some(Hooks::new(cipher(), GatewayConfig::default())),
     });
     assert_eq!(
         post(&app, "/hooks/github/gh", &github("wrong", "m1")).await,
@@ -396,6 +443,7 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         r#"cmcp_webhook_verification_failures_total{platform="github",reason="mismatch"}"#,
         "cmcp_webhook_enqueue_seconds",
         "cmcp_webhook_oldest_unprocessed_seconds",
+        r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }

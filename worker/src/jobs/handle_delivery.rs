@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
-use crate::jobs::sync_connection::SyncConnection;
+use crate::jobs::sync_connection::{SyncConnection, backoff};
 use crate::queue::{Job, Queue};
 use crate::sync::SyncContext;
 
@@ -81,12 +81,40 @@ pub async fn handle(
             warn!(connection_id = %row.connection_id(), event = %row.event(), error = %e, "delivery failed for good; not retried");
             Ok(format!("failed: {e}"))
         }
-        Err(e) => {
-            // Left `received`: apalis retries the job, and the oldest
-            // unprocessed delivery shows in the gateway's metrics meanwhile.
-            warn!(connection_id = %row.connection_id(), event = %row.event(), error = %e, "delivery processing failed; will retry");
-            Err(e.into())
+        Err(e) => retry_later(&ctx, &row, &e.to_string()).await,
+    }
+}
+
+/// A failure that may pass (upstream down, rate limited, the connection
+/// busy): count it and queue the next attempt with exponential backoff and
+/// jitter, as a durable job due later, until the horizon after arrival;
+/// then the delivery is `failed` with its last error. The job itself ends
+/// well either way, so apalis's own quick retries are not spent on it.
+async fn retry_later(
+    ctx: &SyncContext,
+    row: &StoredDelivery,
+    error: &str,
+) -> std::result::Result<String, BoxDynError> {
+    let cfg = &ctx.sync;
+    let attempts = u32::try_from(row.attempts()).unwrap_or(u32::MAX);
+    let now = chrono::Utc::now().timestamp_millis();
+    let delay = backoff(attempts, cfg.delivery_retry_min, cfg.delivery_retry_max);
+    let at = now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+    let horizon = i64::try_from(cfg.delivery_retry_horizon.as_millis()).unwrap_or(i64::MAX);
+    if at > row.received_at().saturating_add(horizon) {
+        let why = format!("gave up after {} attempts: {error}", attempts + 1);
+        ctx.store
+            .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&why))
+            .await?;
+        warn!(connection_id = %row.connection_id(), event = %row.event(), error = %why, "delivery failed: retry horizon reached");
+        return Ok(format!("failed: {why}"));
+    }
+    match ctx.store.retry_delivery_at(row.id(), error, at).await? {
+        Some(n) => {
+            warn!(connection_id = %row.connection_id(), event = %row.event(), attempts = n, retry_in_ms = delay.as_millis() as u64, %error, "delivery processing failed; retry queued");
+            Ok(format!("retry {n} queued in {delay:?}: {error}"))
         }
+        None => Ok("already finished by another attempt".to_owned()),
     }
 }
 
