@@ -58,7 +58,14 @@ pub fn build(
             let web_host = settings
                 .get(cmcp_domain::WEB_HOST_SETTING)
                 .and_then(serde_json::Value::as_str);
-            let mut c = GithubConnector::new(url, scope, token, http)?.with_web_host(web_host)?;
+            // A person's connection lists what its token's account sees.
+            let mut c = match crate::github::user::Listing::from_settings(settings)? {
+                crate::github::user::Listing::Org => GithubConnector::new(url, scope, token, http)?,
+                crate::github::user::Listing::User => {
+                    GithubConnector::for_user(url, scope, token, http)?
+                }
+            }
+            .with_web_host(web_host)?;
             if let Some((budget, credential)) = budget {
                 c = c.with_budget(budget, &credential);
             }

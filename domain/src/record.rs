@@ -147,6 +147,8 @@ crate::string_enum! {
         DriveChanges = "drive-changes",
         /// The `demo` command.
         Demo = "demo",
+        /// A person linked their account: its first sync.
+        Link = "link",
         /// A test or benchmark.
         Test = "test",
         Bench = "bench",
@@ -158,6 +160,9 @@ crate::string_enum! {
     pub enum ConnectionStatus: "connection status" {
         Enabled = "enabled",
         Disabled = "disabled",
+        /// A person unlinked it: its token is erased and it never syncs
+        /// again; the row stays for the audit trail.
+        Unlinked = "unlinked",
     }
 }
 

@@ -16,6 +16,7 @@ mod ghes;
 mod lease;
 mod listing_integrity;
 mod ownership;
+mod people;
 mod retry_intent;
 mod shared_budget;
 mod signed_hooks;

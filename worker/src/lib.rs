@@ -9,6 +9,7 @@ pub mod error;
 pub mod gone;
 pub mod jobs;
 pub mod lease;
+pub mod people;
 pub mod push_channels;
 pub mod queue;
 pub mod runner;

@@ -112,9 +112,16 @@ impl GithubConnector {
         sink: &Sender<Vec<SpaceRecord>>,
         counters: &Counters,
     ) -> Result<ListingReport> {
-        let (org_record, mut scopes) = self.read_org(counters).await?;
-        let host = org_record.address.tenant().to_owned();
-        self.send(sink, vec![org_record]).await?;
+        // A person's listing has no container: their account is not a
+        // space, only their repositories are.
+        let mut scopes = if self.listing == super::user::Listing::User {
+            self.read_own_user(counters).await?
+        } else {
+            let (org_record, scopes) = self.read_org(counters).await?;
+            self.send(sink, vec![org_record]).await?;
+            scopes
+        };
+        let host = self.tenant.clone();
 
         let mut tally = Tally::new("repositories");
         let mut foreign = 0u64;
