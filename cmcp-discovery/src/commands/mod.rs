@@ -5,6 +5,7 @@ mod connection;
 mod demo;
 mod health;
 mod keys;
+mod people;
 mod places;
 mod serve;
 mod spaces;
@@ -70,6 +71,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
                 Command::Places(cmd) => places::run(&app, cmd).await,
                 Command::Keys(cmd) => keys::run(&app, cmd).await,
+                Command::People(cmd) => people::run(&app, cmd).await,
                 Command::Runs {
                     connection,
                     limit,
