@@ -264,6 +264,7 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(set_connection_status))
         .routes(routes!(list_audit))
         .merge(crate::client_api::routes())
+        .merge(crate::people::routes())
         .split_for_parts();
     let doc = std::sync::Arc::new(doc);
     router

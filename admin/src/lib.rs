@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod client_api;
 pub mod error;
+pub mod people;
 pub mod screen;
 pub mod seed;
 pub mod session;
@@ -21,6 +22,9 @@ pub use seed::seed_demo_places_and_key;
 pub struct AdminState {
     pub store: Store,
     pub matching: cmcp_matching::Settings,
+    /// Links a person's GitHub (`POST /v1/people/{person}/github`); the
+    /// binary provides it.
+    pub github_linker: Option<people::Linker>,
 }
 
 impl AdminState {
@@ -28,7 +32,13 @@ impl AdminState {
         AdminState {
             store,
             matching: cmcp_matching::Settings::default(),
+            github_linker: None,
         }
+    }
+
+    pub fn with_github_linker(mut self, linker: people::Linker) -> AdminState {
+        self.github_linker = Some(linker);
+        self
     }
 }
 

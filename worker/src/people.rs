@@ -12,8 +12,8 @@ use cmcp_domain::{ConnectionSpec, Owner, Platform, RiskNotice, RunTrigger, Token
 use cmcp_registry::{Cipher, NewConnection, QueuedJob, Store};
 use serde::Serialize;
 
-use crate::Result;
 use crate::jobs::sync_connection::{QUEUE, SyncConnection};
+use crate::{Result, WorkerError};
 
 /// GitHub's API unless another base is given (an Enterprise Server).
 pub const DEFAULT_GITHUB_API: &str = "https://api.github.com";
@@ -39,6 +39,26 @@ pub struct Linked {
     pub github_id: u64,
     /// Shown to the person: the token can write.
     pub risks: Vec<RiskNotice>,
+}
+
+/// Whether a failed link is the caller's to fix (a token GitHub refuses,
+/// a base URL that is no GitHub, an account already linked) rather than
+/// the fleet's.
+pub fn callers_mistake(e: &WorkerError) -> bool {
+    use cmcp_connectors::ConnectorError as C;
+    use cmcp_registry::RegistryError as R;
+    match e {
+        WorkerError::Connector(c) => matches!(
+            c,
+            C::Unauthorized { .. }
+                | C::PermissionDenied { .. }
+                | C::NotFound { .. }
+                | C::InvalidConfig { .. }
+                | C::Http { .. }
+        ),
+        WorkerError::Registry(r) => matches!(r, R::AlreadyExists { .. } | R::Invalid { .. }),
+        _ => false,
+    }
 }
 
 /// The id of `person`'s connection to GitHub account `login`: readable,

@@ -13,9 +13,15 @@ pub async fn serve(app: &App) -> Result<()> {
     info!(listen = %app.cfg.listen, "serving /healthz, /readyz, /metrics, /hooks/{{platform}}/{{connection}}");
     let edge = router(edge_state(app))
         // The ADMIN's API (/v1/…) and one screen (/admin).
-        .merge(cmcp_admin::router(cmcp_admin::AdminState::new(
-            app.store.clone(),
-        )));
+        .merge(cmcp_admin::router(
+            cmcp_admin::AdminState::new(app.store.clone()).with_github_linker(std::sync::Arc::new(
+                crate::linker::WorkerLinker {
+                    store: app.store.clone(),
+                    cipher: app.cipher.clone(),
+                    http: app.cfg.http.clone(),
+                },
+            )),
+        ));
     let http = tokio::spawn(async move {
         axum::serve(listener, edge)
             .with_graceful_shutdown(shutdown_signal())
