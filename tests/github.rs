@@ -81,6 +81,11 @@ pub fn expected_aliases(r: &RepoSnapshot) -> BTreeSet<(AliasKind, String)> {
         (AliasKind::HostId, r.node_id.as_str()),
     ]
     .into_iter()
+    .chain(
+        r.root_commit
+            .as_deref()
+            .map(|c| (AliasKind::FirstCommit, c)),
+    )
     .map(|(k, v)| (k, k.normalise(v).expect("normalises")))
     .collect()
 }

@@ -3,7 +3,7 @@
 //! become their private spaces, the org's stay the company's, and unlinking
 //! takes alice's token and sightings away without touching bob.
 
-use cmcp_domain::{Owner, RunOutcome, RunTrigger, SpaceStatus, Token};
+use cmcp_domain::{AliasKind, Owner, RunOutcome, RunTrigger, SpaceStatus, Token};
 use cmcp_fixtures::GithubSimConfig;
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Resolved, SpaceFilter, SpaceRow, Store, Viewer};
@@ -234,7 +234,69 @@ pub async fn unlink_removes_the_token_and_sightings_and_leaves_bob_alone(db: Tes
     assert!(audit.iter().any(|e| e.action == "person.unlink"));
 }
 
+fn commits_asked(stats: &cmcp_fixtures::SimStats) -> u64 {
+    stats
+        .by_path
+        .get("/repos/{owner}/{repo}/commits")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The active `first-commit` alias of a repo space, if any.
+async fn first_commit(store: &Store, id: u64) -> Option<String> {
+    let aliases = store.alias_history(&repo_address(id)).await.unwrap();
+    aliases
+        .into_iter()
+        .find(|a| a.kind == AliasKind::FirstCommit && a.is_active())
+        .map(|a| a.value)
+}
+
+pub async fn root_commits_are_recorded_once_and_skip_empty_repos(db: TestDb) {
+    let w = world(db).await;
+    let empty = w.h.sim.create_user_repo("alice", "empty", false);
+    w.h.sim.set_commits(empty, 0);
+    let store = w.h.store();
+    // A company connection asks root commits only when its settings say
+    // so (two requests per repository): this one does not.
+    assert_eq!(first_commit(store, w.org[0]).await, None);
+    let a = link(&w, "alice", ALICE_TOKEN).await;
+    // The fork shares its source's history: the same root commit.
+    let fork = first_commit(store, w.alice_repos[0]).await;
+    assert!(fork.is_some());
+    assert_eq!(fork, w.h.sim.root_commit(w.org[0]));
+    assert_ne!(first_commit(store, w.alice_repos[1]).await, fork);
+    // An empty repository (409) is a space without a root commit.
+    assert!(
+        store
+            .get_space(&repo_address(empty))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(first_commit(store, empty).await, None);
+
+    // Nothing pushed: the next sync asks no commits at all.
+    w.h.sim.reset_stats();
+    run_sync(&w.h.ctx, &a.connection_id, RunTrigger::Test)
+        .await
+        .unwrap();
+    let again = w.h.sim.stats();
+    assert_eq!(commits_asked(&again), 0, "{again:?}");
+    // A push asks again, and the root commit stays.
+    w.h.sim.set_commits(w.alice_repos[1], 9);
+    run_sync(&w.h.ctx, &a.connection_id, RunTrigger::Test)
+        .await
+        .unwrap();
+    let pushed = w.h.sim.stats();
+    assert!(commits_asked(&pushed) >= 1, "{pushed:?}");
+    assert_eq!(
+        first_commit(store, w.alice_repos[1]).await,
+        w.h.sim.root_commit(w.alice_repos[1])
+    );
+}
+
 both_backends!(
+    root_commits_are_recorded_once_and_skip_empty_repos,
     personal_repos_become_private_spaces_and_org_repos_stay_company,
     unlink_removes_the_token_and_sightings_and_leaves_bob_alone,
 );

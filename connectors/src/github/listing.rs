@@ -28,6 +28,7 @@ use reqwest::header::{HeaderMap, HeaderValue, LINK};
 use tokio::sync::mpsc::Sender;
 use url::Url;
 
+use super::first_commit::RootKey;
 use super::{GithubConnector, PLATFORM, mapping, model, scopes};
 use crate::ListingReport;
 use crate::common::http::{Conditional, Counters, Exhausted};
@@ -38,7 +39,7 @@ use crate::error::{ConnectorError, Result};
 
 /// Names the cached-page format in the cache key: a change to the kept
 /// fields (or to the mapping) changes it, so stale copies are never read.
-const CACHE_FORMAT: &str = "github-repos-v1";
+const CACHE_FORMAT: &str = "github-repos-v2";
 /// The repository fields kept in the cache: what [`model::Repo`] reads.
 const REPO_FIELDS: &[&str] = &[
     "id",
@@ -52,6 +53,8 @@ const REPO_FIELDS: &[&str] = &[
     "ssh_url",
     "archived",
     "visibility",
+    "default_branch",
+    "pushed_at",
 ];
 /// The owner fields kept: what [`model::Owner`] reads.
 const OWNER_FIELDS: &[&str] = &["login", "id", "html_url"];
@@ -96,6 +99,8 @@ struct Page {
     foreign: u64,
     headers: HeaderMap,
     url: Url,
+    /// What to ask each record's root commit by (record index, key).
+    roots: Vec<(usize, RootKey)>,
 }
 
 /// Errors that end the whole listing rather than making it partial.
@@ -443,13 +448,14 @@ impl GithubConnector {
                             .get_json::<Vec<serde_json::Value>>(url, counters)
                             .await?;
                         counters.page();
-                        return Ok(self.map_page(
+                        let page = self.map_page(
                             number,
                             fetched.value,
                             fetched.headers,
                             fetched.url,
                             host,
-                        ));
+                        );
+                        return Ok(self.page_with_first_commits(page, counters).await);
                     }
                 };
                 if !headers.contains_key(LINK)
@@ -471,7 +477,16 @@ impl GithubConnector {
             }
         };
         counters.page();
-        Ok(self.map_page(number, items, headers, answered, host))
+        let page = self.map_page(number, items, headers, answered, host);
+        Ok(self.page_with_first_commits(page, counters).await)
+    }
+
+    /// The page with each repository's `first-commit` alias added.
+    async fn page_with_first_commits(&self, mut page: Page, counters: &Counters) -> Page {
+        let keys = std::mem::take(&mut page.roots);
+        self.add_first_commits(&mut page.records, keys, counters)
+            .await;
+        page
     }
 
     fn map_page(
@@ -485,6 +500,7 @@ impl GithubConnector {
         let mut records = Vec::with_capacity(items.len());
         let mut failures = Vec::new();
         let mut foreign = 0;
+        let mut roots = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
             let repo = match serde_json::from_value::<model::Repo>(item) {
                 Ok(r) => r,
@@ -497,7 +513,10 @@ impl GithubConnector {
                 foreign += 1;
             }
             match mapping::repo_record(&repo, host) {
-                Ok(r) => records.push(r),
+                Ok(r) => {
+                    roots.push((records.len(), RootKey::of(&repo)));
+                    records.push(r);
+                }
                 Err(e) => failures.push(format!("page {number}: item {}: {e}", i + 1)),
             }
         }
@@ -508,6 +527,7 @@ impl GithubConnector {
             foreign,
             headers,
             url,
+            roots,
         }
     }
 }

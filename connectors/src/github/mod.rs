@@ -16,6 +16,7 @@
 //! instead, so the job can fail or be rescheduled.
 
 pub mod client;
+mod first_commit;
 mod listing;
 pub mod mapping;
 pub mod model;
@@ -56,6 +57,8 @@ pub struct GithubConnector {
     /// An org's repositories, or what a person sees ([`user`]); in the
     /// latter mode `org` holds the person's GitHub login.
     listing: Listing,
+    /// Record each repository's root commit ([`first_commit`]).
+    first_commits: bool,
 }
 
 impl std::fmt::Debug for GithubConnector {
@@ -90,6 +93,7 @@ impl GithubConnector {
             tenant,
             cache: None,
             listing: Listing::Org,
+            first_commits: false,
         })
     }
 
@@ -113,6 +117,14 @@ impl GithubConnector {
     pub fn with_budget(mut self, budget: Arc<dyn SharedBudget>, credential: &str) -> Self {
         let key = format!("{PLATFORM}:{credential}:core");
         self.client = self.client.with_shared_budget(budget, key);
+        self
+    }
+
+    /// Records each repository's root commit as its `first-commit` alias
+    /// (two requests per repository the first time, then only after a
+    /// push; see [`first_commit`]).
+    pub fn with_first_commits(mut self, on: bool) -> Self {
+        self.first_commits = on;
         self
     }
 
@@ -278,7 +290,14 @@ impl Connector for GithubConnector {
                         "GitHub places it on {other}, outside this connection's tenant {host}"
                     )));
                 }
-                let record = mapping::repo_record(&f.value, host)?;
+                let mut record = mapping::repo_record(&f.value, host)?;
+                let key = first_commit::RootKey::of(&f.value);
+                self.add_first_commits(
+                    std::slice::from_mut(&mut record),
+                    vec![(0, key)],
+                    &counters,
+                )
+                .await;
                 if record.address != *address {
                     return Err(unsupported(format!(
                         "GitHub answered with {}",
