@@ -67,6 +67,7 @@ pub fn sync_context(store: &Store, http: HttpConfig) -> SyncContext {
         sync: SyncConfig {
             lease_ttl: Duration::from_secs(10),
             page_buffer: 4,
+            ..SyncConfig::default()
         },
         holder: "test-worker".to_owned(),
     }

@@ -173,6 +173,8 @@ crate::string_enum! {
         WriteScope = "write-scope",
         /// The platform reports the connection's webhook deleted.
         WebhookDeleted = "webhook-deleted",
+        /// A person's sync held new private spaces back: the daily cap.
+        PrivateSpaceCap = "private-space-cap",
     }
 }
 

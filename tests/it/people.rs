@@ -295,7 +295,58 @@ pub async fn root_commits_are_recorded_once_and_skip_empty_repos(db: TestDb) {
     );
 }
 
+pub async fn the_daily_cap_on_new_private_spaces_holds(db: TestDb) {
+    let mut w = world(db).await;
+    for n in 0..5 {
+        w.h.sim
+            .create_user_repo("alice", &format!("extra-{n}"), false);
+    }
+    // Eight repos of her own, a cap of five a day.
+    w.h.ctx.sync.private_spaces_per_day = 5;
+    let a = link(&w, "alice", ALICE_TOKEN).await;
+    let store = &w.h.store().clone();
+    assert_eq!(owned_by(store, &alice()).await.len(), 5);
+    // Company spaces she sees are not new: every org repo still gets her
+    // sighting.
+    for id in &w.org[..4] {
+        let at = repo_address(*id);
+        assert!(
+            store
+                .sighting(&a.connection_id, &at)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    let shown = store.get_connection(&a.connection_id).await.unwrap().risks;
+    let cap = shown.iter().find(|r| r.code == "private-space-cap");
+    assert!(
+        cap.is_some_and(|r| r.message.starts_with("3 new private spaces wait")),
+        "{shown:?}"
+    );
+    // The same day, a second sync creates nothing more.
+    run_sync(&w.h.ctx, &a.connection_id, RunTrigger::Test)
+        .await
+        .unwrap();
+    assert_eq!(owned_by(store, &alice()).await.len(), 5);
+    // Bob's cap is his own.
+    link(&w, "bob", BOB_TOKEN).await;
+    assert_eq!(owned_by(store, &Owner::Person("bob".into())).await.len(), 1);
+    // With room again (as on the next day), the rest arrive.
+    w.h.ctx.sync.private_spaces_per_day = 8;
+    run_sync(&w.h.ctx, &a.connection_id, RunTrigger::Test)
+        .await
+        .unwrap();
+    assert_eq!(owned_by(store, &alice()).await.len(), 8);
+    let shown = store.get_connection(&a.connection_id).await.unwrap().risks;
+    assert!(
+        shown.iter().all(|r| r.code != "private-space-cap"),
+        "{shown:?}"
+    );
+}
+
 both_backends!(
+    the_daily_cap_on_new_private_spaces_holds,
     root_commits_are_recorded_once_and_skip_empty_repos,
     personal_repos_become_private_spaces_and_org_repos_stay_company,
     unlink_removes_the_token_and_sightings_and_leaves_bob_alone,

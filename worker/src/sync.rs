@@ -33,6 +33,9 @@ pub struct SyncConfig {
     pub lease_ttl: Duration,
     /// Pages read ahead of the registry writes.
     pub page_buffer: usize,
+    /// New private spaces one person's syncs may create per UTC day
+    /// ([`crate::private_cap`]).
+    pub private_spaces_per_day: u64,
 }
 
 impl Default for SyncConfig {
@@ -40,6 +43,7 @@ impl Default for SyncConfig {
         SyncConfig {
             lease_ttl: Duration::from_secs(60),
             page_buffer: 4,
+            private_spaces_per_day: 200,
         }
     }
 }
@@ -258,9 +262,25 @@ async fn list_and_apply(
 
     let mut seen: HashSet<SpaceAddress> = HashSet::new();
     let mut store_error = None;
+    let mut cap = crate::private_cap::PrivateCap::start(
+        &ctx.store,
+        connection,
+        ctx.sync.private_spaces_per_day,
+    )
+    .await?;
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
         seen.extend(page.iter().map(|r| r.address.clone()));
+        let page = match cap.as_mut() {
+            Some(cap) => match cap.admit(&ctx.store, page).await {
+                Ok(p) => p,
+                Err(e) => {
+                    store_error = Some(e);
+                    break;
+                }
+            },
+            None => page,
+        };
         match ctx
             .store
             .apply_page(&connection.id, &connection.owner, &page)
@@ -275,7 +295,7 @@ async fn list_and_apply(
             }
             Err(e) => {
                 // Stop reading: dropping the receiver ends the listing.
-                store_error = Some(e);
+                store_error = Some(e.into());
                 break;
             }
         }
@@ -286,8 +306,19 @@ async fn list_and_apply(
         detail: format!("listing task failed: {e}"),
     })?;
     if let Some(e) = store_error {
-        return Err(e.into());
+        return Err(e);
     }
+    // Held-back spaces are shown to the person with the token's risks.
+    let listed = listed.map(|mut report| {
+        if let Some(notice) = cap.as_ref().and_then(|c| c.notice()) {
+            info!(
+                held = cap.as_ref().map_or(0, |c| c.held()),
+                "daily private-space cap reached"
+            );
+            report.risks.push(notice);
+        }
+        report
+    });
     Ok((listed, seen))
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::audit::{NewAuditEntry, insert_audit};
 use super::connections::ConnectionRow;
-use super::{Store, in_tx, now_ms};
+use super::{Store, in_tx, now_ms, on_pool};
 use crate::error::{RegistryError, Result};
 
 /// What unlinking removed.
@@ -34,6 +34,17 @@ impl Store {
             .into_iter()
             .filter(|c| c.owner == owner && c.status != ConnectionStatus::Unlinked)
             .collect())
+    }
+
+    /// How many spaces private to `person` were first seen at or after
+    /// `since_ms` (the daily cap's count).
+    pub async fn private_spaces_created_since(&self, person: &str, since_ms: i64) -> Result<u64> {
+        let owner = Owner::Person(person.to_owned()).as_db();
+        let (n,): (i64,) = on_pool!(self, pool => {
+            sqlx::query_as("SELECT COUNT(*) FROM spaces WHERE owner = $1 AND first_seen_at >= $2")
+                .bind(&owner).bind(since_ms).fetch_one(pool).await?
+        });
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// Unlinks `person`'s connection `connection_id` (see the module docs),
