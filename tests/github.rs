@@ -70,7 +70,9 @@ pub fn repo_address(id: u64) -> SpaceAddress {
     SpaceAddress::new(SpaceKind::GithubRepo, SIM_TENANT, &id.to_string()).expect("address")
 }
 
-/// The aliases a repo must have, as (kind, normalised value).
+/// The aliases a repo of a company connection must have, as (kind,
+/// normalised value); company connections record no `first-commit` unless
+/// their settings ask for it.
 pub fn expected_aliases(r: &RepoSnapshot) -> BTreeSet<(AliasKind, String)> {
     [
         (AliasKind::Name, r.name.as_str()),

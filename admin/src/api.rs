@@ -268,6 +268,7 @@ pub fn router(state: AdminState) -> Router {
         .routes(routes!(drift::get_drift))
         .merge(crate::client_api::routes())
         .merge(crate::deliveries::routes())
+        .merge(crate::people::routes())
         .split_for_parts();
     let mut doc = doc;
     crate::client_api::document_errors(&mut doc);

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod client_api;
 pub mod deliveries;
 pub mod error;
+pub mod people;
 pub mod screen;
 pub mod seed;
 pub mod session;
@@ -26,6 +27,9 @@ pub struct AdminState {
     /// The session cookie carries `Secure` (the public URL is https).
     pub secure_cookie: bool,
     pub sign_ins: std::sync::Arc<sign_in_limit::SignInLimiter>,
+    /// Links a person's GitHub (`POST /v1/people/{person}/github`); the
+    /// binary provides it.
+    pub github_linker: Option<people::Linker>,
 }
 
 impl AdminState {
@@ -35,6 +39,7 @@ impl AdminState {
             matching: cmcp_matching::Settings::default(),
             secure_cookie: false,
             sign_ins: Default::default(),
+            github_linker: None,
         }
     }
 
@@ -43,6 +48,11 @@ impl AdminState {
         self.secure_cookie = public_url
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        self
+    }
+
+    pub fn with_github_linker(mut self, linker: people::Linker) -> AdminState {
+        self.github_linker = Some(linker);
         self
     }
 }

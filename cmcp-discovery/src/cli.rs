@@ -132,6 +132,9 @@ pub enum Command {
     /// API keys for the admin API and the /admin screen.
     #[command(subcommand)]
     Keys(KeysCmd),
+    /// A person's linked accounts: link a personal GitHub, unlink, list.
+    #[command(subcommand)]
+    People(PeopleCmd),
     /// The change feed after a cursor, oldest first (what cMCP polls at
     /// /v1/changes); prints the cursor to continue from.
     Changes {
@@ -336,6 +339,33 @@ pub enum PlacesCmd {
     },
     /// List places, retired ones included.
     List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PeopleCmd {
+    /// Link PERSON's GitHub: the token is checked (GET /user), a
+    /// write-capable token is accepted and shown as a risk, the first sync
+    /// is queued.
+    LinkGithub {
+        person: String,
+        /// A file holding the token on one line (never an argument).
+        #[arg(long)]
+        token_file: PathBuf,
+        /// An Enterprise Server's API (`https://host/api/v3`).
+        #[arg(long, default_value = cmcp_worker::people::DEFAULT_GITHUB_API)]
+        base_url: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Unlink one of PERSON's connections: its token and sightings go, the
+    /// spaces only they had are tombstoned.
+    Unlink { person: String, connection: String },
+    /// PERSON's linked accounts with their risks.
+    Accounts {
+        person: String,
         #[arg(long)]
         json: bool,
     },

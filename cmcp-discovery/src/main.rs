@@ -5,6 +5,7 @@ mod app;
 mod cli;
 mod commands;
 mod config;
+mod linker;
 mod logging;
 
 use clap::Parser;

@@ -848,3 +848,89 @@ async fn doctor_checks_a_setup_and_names_the_fix() {
     );
     assert!(text(&out).0.contains("fix"), "{}", text(&out).0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_link_github_checks_the_token_shows_its_risk_and_unlinks() {
+    cmcp_tests::init_tls();
+    let sim = cmcp_fixtures::GithubSim::start(cmcp_fixtures::GithubSimConfig {
+        repos: 3,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..cmcp_fixtures::GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let alice_token = "ghp_aliceCliTokenThatMustNeverLeak0001";
+    sim.add_user("alice", 7_001, alice_token, Some("repo"));
+    sim.create_user_repo("alice", "notes", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("alice-token"), alice_token).unwrap();
+    std::fs::write(dir.path().join("bad-token"), "ghp_nobodyKnowsThisOne").unwrap();
+    let base = sim.base_url();
+    let path = dir.path().to_owned();
+    let run = move |args: Vec<String>| {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli(&path, &args)
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+
+    let out = run(args(&[
+        "people",
+        "link-github",
+        "alice",
+        "--token-file",
+        "bad-token",
+        "--base-url",
+        &base,
+    ]))
+    .await
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(!stderr.contains("ghp_nobodyKnowsThisOne"), "{stderr}");
+
+    let out = run(args(&[
+        "people",
+        "link-github",
+        "alice",
+        "--token-file",
+        "alice-token",
+        "--base-url",
+        &base,
+    ]))
+    .await
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("linked GitHub account alice for alice as connection gh-alice-alice"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("risk (write-scope)"), "{stdout}");
+    assert!(!stdout.contains(alice_token) && !stderr.contains(alice_token));
+
+    let out = run(args(&["people", "accounts", "alice"])).await.unwrap();
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("gh-alice-alice") && stdout.contains("write-scope"),
+        "{stdout}"
+    );
+
+    let out = run(args(&["people", "unlink", "bob", "gh-alice-alice"]))
+        .await
+        .unwrap();
+    assert!(!out.status.success(), "bob may not unlink alice");
+    let out = run(args(&["people", "unlink", "alice", "gh-alice-alice"]))
+        .await
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("unlinked gh-alice-alice: token erased"),
+        "{stdout}"
+    );
+    let out = run(args(&["people", "accounts", "alice"])).await.unwrap();
+    assert!(!text(&out).0.contains("gh-alice-alice"));
+}

@@ -36,6 +36,9 @@ impl ConnectorDeps {
     }
 }
 
+/// The GitHub setting that turns root-commit aliases off.
+pub const FIRST_COMMITS_SETTING: &str = "first_commits";
+
 /// The connector of one connection. `settings` is the connection's
 /// settings object (Drive needs the admin to impersonate; the others read
 /// none of it).
@@ -58,7 +61,25 @@ pub fn build(
             let web_host = settings
                 .get(cmcp_domain::WEB_HOST_SETTING)
                 .and_then(serde_json::Value::as_str);
-            let mut c = GithubConnector::new(url, scope, token, http)?.with_web_host(web_host)?;
+            // A person's connection lists what its token's account sees.
+            let listing = crate::github::user::Listing::from_settings(settings)?;
+            let mut c = match listing {
+                crate::github::user::Listing::Org => GithubConnector::new(url, scope, token, http)?,
+                crate::github::user::Listing::User => {
+                    GithubConnector::for_user(url, scope, token, http)?
+                }
+            }
+            .with_web_host(web_host)?;
+            // Root commits feed the same-first-commit rung. They cost two
+            // requests per repository the first time, so a person's
+            // connection (a few hundred repos) asks them by default and a
+            // company's (up to 100,000) only when its settings say
+            // `"first_commits": true`.
+            let first_commits = settings
+                .get(FIRST_COMMITS_SETTING)
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(listing == crate::github::user::Listing::User);
+            c = c.with_first_commits(first_commits);
             if let Some((budget, credential)) = budget {
                 c = c.with_budget(budget, &credential);
             }

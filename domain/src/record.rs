@@ -150,6 +150,8 @@ crate::string_enum! {
         /// A nightly (or `reconcile`) complete listing that records what
         /// webhooks missed.
         Reconcile = "reconcile",
+        /// A person linked their account: its first sync.
+        Link = "link",
         /// A test or benchmark.
         Test = "test",
         Bench = "bench",
@@ -165,6 +167,9 @@ crate::string_enum! {
         /// nothing was marked, and an ADMIN confirms or a later listing
         /// that agrees clears it. It still syncs.
         Held = "held",
+        /// A person unlinked it: its token is erased and it never syncs
+        /// again; the row stays for the audit trail.
+        Unlinked = "unlinked",
     }
 }
 
@@ -181,6 +186,8 @@ crate::string_enum! {
         /// The platform refused the credential for good (revoked, expired,
         /// lost its permission); the next complete listing clears it.
         CredentialRejected = "credential-rejected",
+        /// A person's sync held new private spaces back: the daily cap.
+        PrivateSpaceCap = "private-space-cap",
     }
 }
 

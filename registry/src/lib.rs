@@ -21,7 +21,7 @@ pub use store::{
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{
     ChangeKind, ChangePage, ChangeRow, Cursor, Manifest, ManifestEntry, MatchRank, PlaceRef,
-    Recogniser, Resolved, Viewer,
+    Recogniser, Resolved, Unlinked, Viewer,
 };
 pub use store::{
     DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,

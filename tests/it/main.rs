@@ -17,6 +17,7 @@ mod ghes;
 mod lease;
 mod listing_integrity;
 mod ownership;
+mod people;
 mod reconcile;
 mod retention;
 mod retry_intent;

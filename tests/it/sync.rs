@@ -340,6 +340,7 @@ async fn alias_kinds_cover_the_repo() {
         html_url: "https://github.com/o/n".into(),
         clone_url: "https://github.com/o/n.git".into(),
         ssh_url: "git@github.com:o/n.git".into(),
+        root_commit: None,
     };
     let kinds: BTreeSet<AliasKind> = cmcp_tests::expected_aliases(&r)
         .into_iter()

@@ -11,6 +11,8 @@ pub mod error;
 pub mod gone;
 pub mod jobs;
 pub mod lease;
+pub mod people;
+pub mod private_cap;
 pub mod push_channels;
 pub mod queue;
 pub mod retention;

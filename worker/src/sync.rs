@@ -55,6 +55,9 @@ pub struct SyncConfig {
     /// with its last error, for an ADMIN to replay.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub delivery_retry_horizon: Duration,
+    /// New private spaces one person's syncs may create per UTC day
+    /// ([`crate::private_cap`]).
+    pub private_spaces_per_day: u64,
 }
 
 impl Default for SyncConfig {
@@ -68,6 +71,7 @@ impl Default for SyncConfig {
             delivery_retry_min: Duration::from_secs(2),
             delivery_retry_max: Duration::from_secs(15 * 60),
             delivery_retry_horizon: Duration::from_secs(24 * 3600),
+            private_spaces_per_day: 200,
         }
     }
 }
@@ -369,9 +373,25 @@ async fn list_and_apply(
 
     let mut seen: HashSet<SpaceAddress> = HashSet::new();
     let mut store_error = None;
+    let mut cap = crate::private_cap::PrivateCap::start(
+        &ctx.store,
+        connection,
+        ctx.sync.private_spaces_per_day,
+    )
+    .await?;
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
         seen.extend(page.iter().map(|r| r.address.clone()));
+        let page = match cap.as_mut() {
+            Some(cap) => match cap.admit(&ctx.store, page).await {
+                Ok(p) => p,
+                Err(e) => {
+                    store_error = Some(e);
+                    break;
+                }
+            },
+            None => page,
+        };
         match ctx
             .store
             .apply_page_noting(&connection.id, &connection.owner, &page)
@@ -389,7 +409,7 @@ async fn list_and_apply(
             }
             Err(e) => {
                 // Stop reading: dropping the receiver ends the listing.
-                store_error = Some(e);
+                store_error = Some(e.into());
                 break;
             }
         }
@@ -400,8 +420,19 @@ async fn list_and_apply(
         detail: format!("listing task failed: {e}"),
     })?;
     if let Some(e) = store_error {
-        return Err(e.into());
+        return Err(e);
     }
+    // Held-back spaces are shown to the person with the token's risks.
+    let listed = listed.map(|mut report| {
+        if let Some(notice) = cap.as_ref().and_then(|c| c.notice()) {
+            info!(
+                held = cap.as_ref().map_or(0, |c| c.held()),
+                "daily private-space cap reached"
+            );
+            report.risks.push(notice);
+        }
+        report
+    });
     Ok((listed, seen, connector))
 }
 

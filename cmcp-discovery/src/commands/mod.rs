@@ -7,6 +7,7 @@ mod demo;
 mod doctor;
 mod health;
 mod keys;
+mod people;
 mod places;
 mod reconcile;
 mod serve;
@@ -116,6 +117,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 Command::Spaces(cmd) => spaces::run(&app, cmd).await,
                 Command::Places(cmd) => places::run(&app, cmd).await,
                 Command::Keys(cmd) => keys::run(&app, cmd).await,
+                Command::People(cmd) => people::run(&app, cmd).await,
                 Command::Runs {
                     connection,
                     limit,

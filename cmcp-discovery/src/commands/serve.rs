@@ -14,7 +14,13 @@ pub async fn serve(app: &App) -> Result<()> {
     let edge = router(edge_state(app))
         // The ADMIN's API (/v1/…) and one screen (/admin).
         .merge(cmcp_admin::router(
-            cmcp_admin::AdminState::new(app.store.clone()).behind(&app.cfg.public_url),
+            cmcp_admin::AdminState::new(app.store.clone())
+                .behind(&app.cfg.public_url)
+                .with_github_linker(std::sync::Arc::new(crate::linker::WorkerLinker {
+                    store: app.store.clone(),
+                    cipher: app.cipher.clone(),
+                    http: app.cfg.http.clone(),
+                })),
         ));
     let limits = app.cfg.gateway.clone();
     let http = tokio::spawn(async move {

@@ -28,6 +28,7 @@ use reqwest::header::{HeaderMap, HeaderValue, LINK};
 use tokio::sync::mpsc::Sender;
 use url::Url;
 
+use super::first_commit::RootKey;
 use super::{GithubConnector, MAX_PER_PAGE, PLATFORM, mapping, model, scopes};
 
 /// The largest organisation the fleet plans for (`DESIGN.md`: 100,000
@@ -43,7 +44,7 @@ use crate::error::{ConnectorError, Result};
 
 /// Names the cached-page format in the cache key: a change to the kept
 /// fields (or to the mapping) changes it, so stale copies are never read.
-const CACHE_FORMAT: &str = "github-repos-v1";
+const CACHE_FORMAT: &str = "github-repos-v2";
 /// The repository fields kept in the cache: what [`model::Repo`] reads.
 const REPO_FIELDS: &[&str] = &[
     "id",
@@ -57,6 +58,8 @@ const REPO_FIELDS: &[&str] = &[
     "ssh_url",
     "archived",
     "visibility",
+    "default_branch",
+    "pushed_at",
 ];
 /// The owner fields kept: what [`model::Owner`] reads.
 const OWNER_FIELDS: &[&str] = &["login", "id", "html_url"];
@@ -101,6 +104,8 @@ struct Page {
     foreign: u64,
     headers: HeaderMap,
     url: Url,
+    /// What to ask each record's root commit by (record index, key).
+    roots: Vec<(usize, RootKey)>,
 }
 
 /// Errors that end the whole listing rather than making it partial.
@@ -117,9 +122,16 @@ impl GithubConnector {
         sink: &Sender<Vec<SpaceRecord>>,
         counters: &Counters,
     ) -> Result<ListingReport> {
-        let (org_record, mut scopes) = self.read_org(counters).await?;
-        let host = org_record.address.tenant().to_owned();
-        self.send(sink, vec![org_record]).await?;
+        // A person's listing has no container: their account is not a
+        // space, only their repositories are.
+        let mut scopes = if self.listing == super::user::Listing::User {
+            self.read_own_user(counters).await?
+        } else {
+            let (org_record, scopes) = self.read_org(counters).await?;
+            self.send(sink, vec![org_record]).await?;
+            scopes
+        };
+        let host = self.tenant.clone();
 
         let mut tally = Tally::new("repositories");
         let mut foreign = 0u64;
@@ -466,13 +478,14 @@ impl GithubConnector {
                             .get_json::<Vec<serde_json::Value>>(url, counters)
                             .await?;
                         counters.page();
-                        return Ok(self.map_page(
+                        let page = self.map_page(
                             number,
                             fetched.value,
                             fetched.headers,
                             fetched.url,
                             host,
-                        ));
+                        );
+                        return Ok(self.page_with_first_commits(page, counters).await);
                     }
                 };
                 if !headers.contains_key(LINK)
@@ -494,7 +507,16 @@ impl GithubConnector {
             }
         };
         counters.page();
-        Ok(self.map_page(number, items, headers, answered, host))
+        let page = self.map_page(number, items, headers, answered, host);
+        Ok(self.page_with_first_commits(page, counters).await)
+    }
+
+    /// The page with each repository's `first-commit` alias added.
+    async fn page_with_first_commits(&self, mut page: Page, counters: &Counters) -> Page {
+        let keys = std::mem::take(&mut page.roots);
+        self.add_first_commits(&mut page.records, keys, counters)
+            .await;
+        page
     }
 
     fn map_page(
@@ -508,6 +530,7 @@ impl GithubConnector {
         let mut records = Vec::with_capacity(items.len());
         let mut failures = Vec::new();
         let mut foreign = 0;
+        let mut roots = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
             let repo = match serde_json::from_value::<model::Repo>(item) {
                 Ok(r) => r,
@@ -520,7 +543,10 @@ impl GithubConnector {
                 foreign += 1;
             }
             match mapping::repo_record(&repo, host) {
-                Ok(r) => records.push(r),
+                Ok(r) => {
+                    roots.push((records.len(), RootKey::of(&repo)));
+                    records.push(r);
+                }
                 Err(e) => failures.push(format!("page {number}: item {}: {e}", i + 1)),
             }
         }
@@ -531,6 +557,7 @@ impl GithubConnector {
             foreign,
             headers,
             url,
+            roots,
         }
     }
 }

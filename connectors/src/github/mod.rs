@@ -16,10 +16,12 @@
 //! instead, so the job can fail or be rescheduled.
 
 pub mod client;
+mod first_commit;
 mod listing;
 pub mod mapping;
 pub mod model;
 pub mod scopes;
+pub mod user;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -30,6 +32,7 @@ use tracing::Instrument;
 use url::Url;
 
 use self::client::GithubClient;
+use self::user::Listing;
 use crate::common::config::HttpConfig;
 use crate::common::http::{Counters, Exhausted};
 use crate::common::page_cache::PageCache;
@@ -51,6 +54,11 @@ pub struct GithubConnector {
     tenant: String,
     /// Conditional-request answers of this connection, if kept.
     cache: Option<Arc<dyn PageCache>>,
+    /// An org's repositories, or what a person sees ([`user`]); in the
+    /// latter mode `org` holds the person's GitHub login.
+    listing: Listing,
+    /// Record each repository's root commit ([`first_commit`]).
+    first_commits: bool,
 }
 
 impl std::fmt::Debug for GithubConnector {
@@ -60,6 +68,7 @@ impl std::fmt::Debug for GithubConnector {
             .field("org", &self.org)
             .field("tenant", &self.tenant)
             .field("page_cache", &self.cache.is_some())
+            .field("listing", &self.listing)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +92,8 @@ impl GithubConnector {
             org: org.to_owned(),
             tenant,
             cache: None,
+            listing: Listing::Org,
+            first_commits: false,
         })
     }
 
@@ -109,6 +120,14 @@ impl GithubConnector {
         self
     }
 
+    /// Records each repository's root commit as its `first-commit` alias
+    /// (two requests per repository the first time, then only after a
+    /// push; see [`first_commit`]).
+    pub fn with_first_commits(mut self, on: bool) -> Self {
+        self.first_commits = on;
+        self
+    }
+
     /// Fetches listing pages conditionally against `cache`.
     pub fn with_page_cache(mut self, cache: Arc<dyn PageCache>) -> Self {
         self.cache = Some(cache);
@@ -121,6 +140,14 @@ impl GithubConnector {
 
     fn repos_url(&self) -> Url {
         let per_page = self.client.http().config().per_page.min(MAX_PER_PAGE);
+        if self.listing == Listing::User {
+            // `type` may not be combined with `affiliation` (422).
+            let mut url = self.client.endpoint(&["user", "repos"]);
+            url.query_pairs_mut()
+                .append_pair("affiliation", user::AFFILIATIONS)
+                .append_pair("per_page", &per_page.to_string());
+            return url;
+        }
         let mut url = self.client.endpoint(&["orgs", &self.org, "repos"]);
         url.query_pairs_mut()
             .append_pair("per_page", &per_page.to_string())
@@ -202,8 +229,18 @@ impl Connector for GithubConnector {
         self.list_inner(sink, counters).await
     }
 
-    /// `GET /orgs/{org}` with this credential.
+    /// `GET /orgs/{org}` with this credential (`GET /user` for a person's).
     async fn container_readable(&self) -> Result<bool> {
+        if self.listing == Listing::User {
+            let answer = user::read_user(&self.client, &Counters::default()).await;
+            return match answer {
+                Ok((u, _)) => Ok(u.login.eq_ignore_ascii_case(&self.org)),
+                Err(ConnectorError::NotFound { .. } | ConnectorError::Unauthorized { .. }) => {
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            };
+        }
         let url = self.client.endpoint(&["orgs", &self.org]);
         let answer = self
             .client
@@ -253,7 +290,14 @@ impl Connector for GithubConnector {
                         "GitHub places it on {other}, outside this connection's tenant {host}"
                     )));
                 }
-                let record = mapping::repo_record(&f.value, host)?;
+                let mut record = mapping::repo_record(&f.value, host)?;
+                let key = first_commit::RootKey::of(&f.value);
+                self.add_first_commits(
+                    std::slice::from_mut(&mut record),
+                    vec![(0, key)],
+                    &counters,
+                )
+                .await;
                 if record.address != *address {
                     return Err(unsupported(format!(
                         "GitHub answered with {}",

@@ -43,6 +43,12 @@ pub struct Repo {
     /// `public`, `private` or `internal` (missing on old GHES versions).
     #[serde(default)]
     pub visibility: Option<String>,
+    /// With `pushed_at`, what decides whether the root commit is asked
+    /// again ([`super::first_commit`]).
+    #[serde(default)]
+    pub default_branch: Option<String>,
+    #[serde(default)]
+    pub pushed_at: Option<String>,
 }
 
 /// The `owner` of a repository: the organisation for an org listing.

@@ -169,11 +169,16 @@ impl Store {
     /// The connection's token, opened with the master key. Callers hand it to
     /// a connector and drop it; it is never stored elsewhere.
     pub async fn connection_token(&self, cipher: &Cipher, id: &str) -> Result<Token> {
-        let sealed: Option<(Vec<u8>,)> = on_pool!(self, pool => {
-            sqlx::query_as("SELECT token_sealed FROM connections WHERE id = $1").bind(id).fetch_optional(pool).await?
+        let sealed: Option<(Vec<u8>, String)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT token_sealed, status FROM connections WHERE id = $1").bind(id).fetch_optional(pool).await?
         });
-        let (sealed,) =
+        let (sealed, status) =
             sealed.ok_or_else(|| RegistryError::not_found(format!("connection {id:?}")))?;
+        if status == ConnectionStatus::Unlinked.as_str() {
+            return Err(RegistryError::Invalid {
+                what: format!("connection {id:?} was unlinked: it has no token"),
+            });
+        }
         cipher.open_token(&sealed, &token_context(id))
     }
 

@@ -280,6 +280,15 @@ impl Store {
         if before.status == status {
             return Ok(false);
         }
+        // Only its person unlinks, and an unlinked connection has no token
+        // left to sync with.
+        if before.status == ConnectionStatus::Unlinked || status == ConnectionStatus::Unlinked {
+            return Err(RegistryError::Invalid {
+                what: format!(
+                    "connection {id:?}: unlinking is the person's own act (people unlink)"
+                ),
+            });
+        }
         let now = now_ms();
         in_tx!(self, tx => {
             sqlx::query("UPDATE connections SET status = $1, updated_at = $2 WHERE id = $3")

@@ -1,0 +1,70 @@
+//! `people link-github|unlink|accounts`: a person's own GitHub, linked
+//! from the command line exactly as `POST /v1/people/{person}/github` does.
+
+use anyhow::Result;
+use cmcp_worker::people::{LinkGithub, link_github};
+
+use super::connection::read_token_file;
+use crate::app::App;
+use crate::cli::PeopleCmd;
+
+pub async fn run(app: &App, cmd: PeopleCmd) -> Result<()> {
+    match cmd {
+        PeopleCmd::LinkGithub {
+            person,
+            token_file,
+            base_url,
+            json,
+        } => {
+            let token = read_token_file(&token_file)?;
+            let linked = link_github(
+                &app.store,
+                &app.cipher,
+                app.cfg.http.clone(),
+                LinkGithub {
+                    person,
+                    token,
+                    base_url,
+                    actor: "cli".to_owned(),
+                },
+            )
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&linked)?);
+                return Ok(());
+            }
+            println!(
+                "linked GitHub account {} for {} as connection {}; first sync queued",
+                linked.login, linked.person, linked.connection_id
+            );
+            for r in &linked.risks {
+                println!("risk ({}): {}", r.code, r.message);
+            }
+            Ok(())
+        }
+        PeopleCmd::Unlink { person, connection } => {
+            let gone = app
+                .store
+                .unlink_connection(&person, &connection, "cli")
+                .await?;
+            println!(
+                "unlinked {connection}: token erased, {} sightings removed, {} spaces tombstoned",
+                gone.sightings, gone.tombstoned
+            );
+            Ok(())
+        }
+        PeopleCmd::Accounts { person, json } => {
+            let rows = app.store.person_connections(&person).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(());
+            }
+            println!("{:<40} {:<24} RISKS", "CONNECTION", "ACCOUNT");
+            for c in rows {
+                let risks: Vec<&str> = c.risks.iter().map(|r| r.code.as_str()).collect();
+                println!("{:<40} {:<24} {}", c.id, c.scope, risks.join(","));
+            }
+            Ok(())
+        }
+    }
+}
