@@ -170,6 +170,23 @@ crate::string_enum! {
         /// A person unlinked it: its token is erased and it never syncs
         /// again; the row stays for the audit trail.
         Unlinked = "unlinked",
+        /// The platform refused the credential for good (revoked, expired,
+        /// lost its permission). It keeps its nightly reconcile, so the
+        /// first complete listing after the token is replaced enables it
+        /// again; its webhooks are still taken in.
+        Rejected = "rejected",
+    }
+}
+
+impl ConnectionStatus {
+    /// Whether the connection is read: by syncs, reconciles and its
+    /// deliveries. Only an ADMIN's `disabled` and a person's `unlinked`
+    /// stop it.
+    pub fn reads(self) -> bool {
+        matches!(
+            self,
+            ConnectionStatus::Enabled | ConnectionStatus::Held | ConnectionStatus::Rejected
+        )
     }
 }
 

@@ -398,6 +398,11 @@ pub async fn credential_changes_show_after_the_nightly_reconcile(db: TestDb) {
         "{:?}",
         conn.risks
     );
+    assert_eq!(
+        conn.status,
+        ConnectionStatus::Rejected,
+        "the status says so too"
+    );
 
     revoke(TOKEN).await;
     h.sim.set_oauth_scopes(Some("repo, read:org".to_owned()));
@@ -409,6 +414,16 @@ pub async fn credential_changes_show_after_the_nightly_reconcile(db: TestDb) {
     let conn = h.store().get_connection(CONNECTION).await.unwrap();
     let codes: Vec<RiskCode> = conn.risks.iter().map(|r| r.code).collect();
     assert_eq!(codes, vec![RiskCode::WriteScope]);
+    assert_eq!(conn.status, ConnectionStatus::Enabled, "enabled again");
+    // Both changes of status are audited, with the worker as the actor.
+    let audit = h.store().list_audit(50).await.unwrap();
+    let changes: Vec<_> = audit
+        .iter()
+        .filter(|e| {
+            e.target == format!("connection:{CONNECTION}") && e.actor.starts_with("worker:")
+        })
+        .collect();
+    assert_eq!(changes.len(), 2, "{changes:#?}");
 }
 
 both_backends!(

@@ -40,7 +40,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, intake, kept_headers};
-use cmcp_domain::{ConnectionStatus, Platform};
+use cmcp_domain::Platform;
 use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -187,7 +187,7 @@ pub(crate) async fn receive(
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()).into_response();
     }
     match state.store.get_connection(&connection).await {
-        Ok(row) if row.platform == platform && row.status == ConnectionStatus::Enabled => {}
+        Ok(row) if row.platform == platform && row.status.reads() => {}
         // Unknown, of another platform or disabled: the same answer as a
         // bad signature, and before any body byte is read.
         Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {

@@ -28,7 +28,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cmcp_domain::{ConnectionStatus, RunTrigger};
+use cmcp_domain::RunTrigger;
 use cmcp_registry::{ConnectionRow, QueuedJob, Store};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -284,10 +284,7 @@ impl Scheduler {
                 );
             }
             Task::Reconcile => {
-                for c in connections
-                    .iter()
-                    .filter(|c| c.status != ConnectionStatus::Disabled)
-                {
+                for c in connections.iter().filter(|c| c.status.reads()) {
                     let job = QueuedJob::json(
                         SYNC_QUEUE,
                         &SyncConnection::new(&c.id, RunTrigger::Reconcile),
@@ -298,10 +295,7 @@ impl Scheduler {
                 }
             }
             Task::PushChannels => {
-                for c in connections
-                    .iter()
-                    .filter(|c| c.status == ConnectionStatus::Enabled)
-                {
+                for c in connections.iter().filter(|c| c.status.reads()) {
                     if !self.has_push_channels(c).await {
                         continue;
                     }

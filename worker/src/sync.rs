@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
 use cmcp_domain::{
-    RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress, SpaceRecord,
+    ConnectionStatus, RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress,
+    SpaceRecord,
 };
 use cmcp_registry::{Cipher, ConnectionRow, DriftKind, HoldRow, SpaceChange, Store};
 use serde::Deserialize;
@@ -331,6 +332,47 @@ async fn credential_rejected(ctx: &SyncContext, connection: &ConnectionRow, why:
     if let Err(e) = ctx.store.set_connection_risks(&connection.id, &risks).await {
         warn!(error = %e, "could not record the connection's risks");
     }
+    // Its status says so too, so a fleet view and the gateway's operators
+    // see it without reading notices; an ADMIN's disabled or a hold stays.
+    if connection.status == ConnectionStatus::Enabled {
+        let actor = format!("worker:{}", ctx.holder);
+        if let Err(e) = ctx
+            .store
+            .set_connection_status(
+                &connection.id,
+                ConnectionStatus::Rejected,
+                &actor,
+                Some(why),
+            )
+            .await
+        {
+            warn!(error = %e, "could not mark the connection rejected");
+        }
+    }
+}
+
+/// A connection whose credential the platform had refused is enabled again
+/// by the first complete listing after (the token was replaced, or access
+/// restored). Audited like the refusal.
+async fn credential_accepted(ctx: &SyncContext, connection: &ConnectionRow) {
+    if connection.status != ConnectionStatus::Rejected {
+        return;
+    }
+    let actor = format!("worker:{}", ctx.holder);
+    let reason = "a complete listing read with the credential again";
+    match ctx
+        .store
+        .set_connection_status(
+            &connection.id,
+            ConnectionStatus::Enabled,
+            &actor,
+            Some(reason),
+        )
+        .await
+    {
+        Ok(_) => info!("the credential reads again; connection enabled"),
+        Err(e) => warn!(error = %e, "could not enable the connection again"),
+    }
 }
 
 /// A listing that returned, with what it saw, in the run that read it.
@@ -468,6 +510,7 @@ async fn conclude(
         .store
         .missing_preview(&connection.id, listing.seen)
         .await?;
+    credential_accepted(ctx, connection).await;
     if let Some(reason) = breaker::trips(&ctx.sync, &preview) {
         warn!(
             would_miss = preview.would_miss.len(),

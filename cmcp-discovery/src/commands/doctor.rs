@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use cmcp_domain::ConnectionStatus;
 use cmcp_registry::cipher::MASTER_KEY_ENV;
 use cmcp_registry::{Cipher, MissingKey, Store, StoreOptions};
 use serde::Serialize;
@@ -155,10 +154,7 @@ pub async fn checks(cfg: &Config) -> Vec<Check> {
     };
     if let Some(cipher) = &cipher {
         out.push(sealed_values(&store, cipher, &connections).await);
-        for c in connections
-            .iter()
-            .filter(|c| c.status != ConnectionStatus::Disabled)
-        {
+        for c in connections.iter().filter(|c| c.status.reads()) {
             out.push(credential(&store, cipher, cfg, c).await);
         }
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use cmcp_domain::{ConnectionStatus, RunOutcome, RunTrigger};
+use cmcp_domain::{RunOutcome, RunTrigger};
 use cmcp_worker::SyncConnection;
 
 use super::sync::{print_run, sync_and_wait_for};
@@ -20,7 +20,7 @@ pub async fn run(app: &App, connection: Option<&str>, wait: bool, timeout_secs: 
             .list_connections()
             .await?
             .into_iter()
-            .filter(|c| c.status != ConnectionStatus::Disabled)
+            .filter(|c| c.status.reads())
             .map(|c| c.id)
             .collect(),
     };

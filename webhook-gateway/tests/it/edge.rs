@@ -23,6 +23,7 @@ both_backends!(
     body_bytes_in_flight_past_the_cap_answer_503_at_once,
     requests_past_the_cap_answer_503_at_once,
     unknown_disabled_and_forged_answer_alike_before_the_body,
+    held_and_rejected_connections_still_take_deliveries,
     media_types_the_platform_does_not_send_are_415,
 );
 
@@ -334,4 +335,49 @@ pub async fn media_types_the_platform_does_not_send_are_415(db: TestDb) {
     let answer = response_head(&mut s, Duration::from_secs(2)).await;
     assert_eq!(status(&answer), 415, "{answer}");
     assert!(db.store.list_deliveries("gh").await.unwrap().is_empty());
+}
+
+/// A held connection (the breaker) and one whose credential was refused
+/// are still read: their signed deliveries are stored, as an enabled
+/// connection's are. Only disabled and unlinked ones are refused.
+pub async fn held_and_rejected_connections_still_take_deliveries(db: TestDb) {
+    let (addr, secret) = serve(&db, limits()).await;
+    for (n, state) in ["held", "rejected"].into_iter().enumerate() {
+        let sql = format!("UPDATE connections SET status = '{state}' WHERE id = 'gh'");
+        match &db.store {
+            Store::Sqlite(p) => drop(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(p)
+                    .await
+                    .unwrap(),
+            ),
+            Store::Postgres(p) => drop(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(p)
+                    .await
+                    .unwrap(),
+            ),
+        }
+        let body = format!(r#"{{"zen":"delivery {n}"}}"#).into_bytes();
+        let signature = sign(&WebhookSecret::from(secret.as_str()), &body);
+        let h = head(
+            "/hooks/github/gh",
+            body.len(),
+            &[(GITHUB_SIGNATURE_HEADER, signature)],
+        )
+        .replace(
+            "x-github-delivery: d-1",
+            &format!("x-github-delivery: held-{n}"),
+        );
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(h.as_bytes()).await.unwrap();
+        s.write_all(&body).await.unwrap();
+        let answer = response_head(&mut s, Duration::from_secs(2)).await;
+        assert!(matches!(status(&answer), 200 | 202), "{state}: {answer}");
+        assert_eq!(
+            db.store.list_deliveries("gh").await.unwrap().len(),
+            n + 1,
+            "{state}"
+        );
+    }
 }
