@@ -434,6 +434,72 @@ mod tests {
         });
     }
 
+    /// Fuzz target (issue 13's list: the config loader): any file text and
+    /// any variable value give a config or an error naming a key, never a
+    /// panic. Mutations of the example file reach past the TOML parser into
+    /// the typed fields. `PROPTEST_CASES` sets the number of inputs.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn example_lines() -> Vec<String> {
+            std::fs::read_to_string(example_path())
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+
+        proptest! {
+            #[test]
+            fn any_file_text_loads_or_is_refused(text in ".{0,400}") {
+                let fig = Figment::new().merge(Toml::string(&text));
+                let _ = Config::from_figment(&fig);
+            }
+
+            #[test]
+            fn a_mutated_example_loads_or_names_the_key(
+                line in 0usize..200,
+                value in prop_oneof![
+                    Just("\"\"".to_owned()),
+                    Just("-1".to_owned()),
+                    Just("18446744073709551616".to_owned()),
+                    Just("\"1000000000000h\"".to_owned()),
+                    Just("\"0s\"".to_owned()),
+                    Just("nan".to_owned()),
+                    Just("[]".to_owned()),
+                    "[ -~]{0,24}".prop_map(|s| format!("{s:?}")),
+                ],
+            ) {
+                let mut lines = example_lines();
+                let i = line % lines.len();
+                if let Some((key, _)) = lines[i].split_once(" = ") {
+                    lines[i] = format!("{key} = {value}");
+                }
+                let fig = Figment::new().merge(Toml::string(&lines.join("\n")));
+                if let Err(e) = Config::from_figment(&fig) {
+                    prop_assert!(e.to_string().contains("key") || e.to_string().contains("TOML"), "{e}");
+                }
+            }
+
+            #[test]
+            fn any_variable_value_loads_or_is_refused(
+                key in prop::sample::select(vec![
+                    "LOG", "LOG_FORMAT", "LISTEN", "HTTP__TIMEOUT", "HTTP__MAX_ATTEMPTS",
+                    "HTTP__PER_PAGE", "QUEUE__CONCURRENCY", "SYNC__MAX_MISSING_FRACTION",
+                    "RECONCILE__SCHEDULE", "GATEWAY__MAX_BODY_BYTES",
+                ]),
+                value in "[ -~]{0,40}",
+            ) {
+                Jail::expect_with(|jail| {
+                    jail.set_env(format!("{ENV_PREFIX}{key}"), &value);
+                    let _ = Config::load(&Overrides::default());
+                    Ok(())
+                });
+            }
+        }
+    }
+
     #[test]
     fn a_named_config_file_that_is_missing_is_an_error() {
         let err = from_file(Path::new("/nonexistent/cmcp.toml"))
