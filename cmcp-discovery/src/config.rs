@@ -298,11 +298,6 @@ mod tests {
         }
     }
 
-    fn load_in(jail: &Jail, flags: &Overrides) -> Result<Config> {
-        let _ = jail;
-        Config::load(flags)
-    }
-
     #[test]
     fn the_commented_example_config_parses() {
         let cfg = from_file(&example_path()).unwrap();
@@ -341,7 +336,7 @@ mod tests {
                     key.replace('.', "__").to_ascii_uppercase()
                 );
                 jail.set_env(&var, env_text(value));
-                let by_env = load_in(jail, &Overrides::default()).map_err(|e| e.to_string())?;
+                let by_env = Config::load(&Overrides::default()).map_err(|e| e.to_string())?;
                 assert_eq!(
                     format!("{by_file:?}"),
                     format!("{by_env:?}"),
@@ -360,7 +355,7 @@ mod tests {
                 "listen = \"10.0.0.1:1\"\nlog = \"debug\"\n[http]\ntimeout = \"5s\"\n",
             )?;
             jail.set_env("CMCP_DISCOVERY_CONFIG", "c.toml");
-            let cfg = load_in(jail, &Overrides::default()).unwrap();
+            let cfg = Config::load(&Overrides::default()).unwrap();
             assert_eq!(
                 (cfg.listen.as_str(), cfg.log.as_str()),
                 ("10.0.0.1:1", "debug")
@@ -368,7 +363,7 @@ mod tests {
             assert_eq!(cfg.http.timeout, std::time::Duration::from_secs(5));
             jail.set_env("CMCP_DISCOVERY_LISTEN", "10.0.0.2:2");
             jail.set_env("CMCP_DISCOVERY_HTTP__TIMEOUT", "7s");
-            let cfg = load_in(jail, &Overrides::default()).unwrap();
+            let cfg = Config::load(&Overrides::default()).unwrap();
             assert_eq!(cfg.listen, "10.0.0.2:2");
             assert_eq!(cfg.http.timeout, std::time::Duration::from_secs(7));
             let flags = Overrides {
@@ -376,14 +371,14 @@ mod tests {
                 log_format: Some(LogFormat::Json),
                 ..Overrides::default()
             };
-            let cfg = load_in(jail, &flags).unwrap();
+            let cfg = Config::load(&flags).unwrap();
             assert_eq!(cfg.listen, "10.0.0.3:3");
             assert_eq!(cfg.log_format, LogFormat::Json);
             assert_eq!(cfg.log, "debug", "untouched layers stay");
             // The master key is never a config key, and does not trip the
             // unknown-key check.
             jail.set_env("CMCP_DISCOVERY_MASTER_KEY", "00");
-            load_in(jail, &flags).unwrap();
+            Config::load(&flags).unwrap();
             Ok(())
         });
     }
@@ -392,18 +387,14 @@ mod tests {
     fn an_invalid_value_names_its_key_and_where_it_came_from() {
         Jail::expect_with(|jail| {
             jail.set_env("CMCP_DISCOVERY_HTTP__MAX_ATTEMPTS", "lots");
-            let err = load_in(jail, &Overrides::default())
-                .unwrap_err()
-                .to_string();
+            let err = Config::load(&Overrides::default()).unwrap_err().to_string();
             assert!(err.contains("key `http.max_attempts`"), "{err}");
             assert!(err.contains("CMCP_DISCOVERY_HTTP__MAX_ATTEMPTS"), "{err}");
             Ok(())
         });
         Jail::expect_with(|jail| {
             jail.set_env("CMCP_DISCOVERY_LOG", "info,[=");
-            let err = load_in(jail, &Overrides::default())
-                .unwrap_err()
-                .to_string();
+            let err = Config::load(&Overrides::default()).unwrap_err().to_string();
             assert!(err.contains("key `log`"), "{err}");
             assert!(err.contains("CMCP_DISCOVERY_LOG"), "{err}");
             Ok(())
@@ -417,9 +408,7 @@ mod tests {
         });
         Jail::expect_with(|jail| {
             jail.set_env("CMCP_DISCOVERY_DATABSE_URL", "sqlite://x.db");
-            let err = load_in(jail, &Overrides::default())
-                .unwrap_err()
-                .to_string();
+            let err = Config::load(&Overrides::default()).unwrap_err().to_string();
             assert!(err.contains("databse_url"), "{err}");
             Ok(())
         });
@@ -427,8 +416,8 @@ mod tests {
             log: Some("info,[=".into()),
             ..Overrides::default()
         };
-        Jail::expect_with(|jail| {
-            let err = load_in(jail, &flags).unwrap_err().to_string();
+        Jail::expect_with(|_jail| {
+            let err = Config::load(&flags).unwrap_err().to_string();
             assert!(err.contains("flag --log"), "{err}");
             Ok(())
         });

@@ -2,19 +2,11 @@
 //! the registry commands after it, and clear errors for common mistakes.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
-        .env_remove("CMCP_DISCOVERY_CONFIG")
-        .env_remove("CMCP_DISCOVERY_DATA_DIR")
-        .output()
-        .expect("run cmcp-discovery")
-}
+mod support;
+
+use support::{binary, cli};
 
 fn text(out: &Output) -> (String, String) {
     (
@@ -259,13 +251,7 @@ fn health_answers_for_a_running_serve() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-        .args(["serve", "--listen", &addr.to_string()])
-        .current_dir(dir.path())
-        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
-        .env_remove("CMCP_DISCOVERY_CONFIG")
-        .env_remove("CMCP_DISCOVERY_DATA_DIR")
+    let mut serve = binary(dir.path(), &["serve", "--listen", &addr.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -290,13 +276,7 @@ fn health_answers_for_a_running_serve() {
 }
 
 fn cli_with_key(dir: &Path, args: &[&str], key: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"));
-    cmd.args(args)
-        .current_dir(dir)
-        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
-        .env_remove("CMCP_DISCOVERY_CONFIG")
-        .env_remove("CMCP_DISCOVERY_DATA_DIR");
+    let mut cmd = binary(dir, args);
     if let Some(k) = key {
         cmd.env("CMCP_DISCOVERY_MASTER_KEY", k);
     }
@@ -500,12 +480,8 @@ fn log_format_colour_and_a_bad_filter() {
         assert!(v.get("level").is_some(), "{line}");
     }
 
-    let out = Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-        .args(["migrate"])
-        .current_dir(dir.path())
+    let out = binary(dir.path(), &["migrate"])
         .env("CMCP_DISCOVERY_LOG", "info,[=")
-        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
         .output()
         .unwrap();
     let (_, stderr) = text(&out);
@@ -762,12 +738,8 @@ async fn doctor_checks_a_setup_and_names_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
     let doctor = move |public_url: &str| {
-        Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-            .args(["doctor", "--json"])
-            .current_dir(&path)
+        binary(&path, &["doctor", "--json"])
             .env("CMCP_DISCOVERY_PUBLIC_URL", public_url)
-            .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-            .env_remove("CMCP_DISCOVERY_MASTER_KEY")
             .output()
             .unwrap()
     };

@@ -4,23 +4,15 @@
 //! only the person (or a service naming them) may link, list or unlink.
 
 use std::path::Path;
-use std::process::{Command, Output};
+
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-        .env_remove("CMCP_DISCOVERY_MASTER_KEY")
-        .env_remove("CMCP_DISCOVERY_CONFIG")
-        .env_remove("CMCP_DISCOVERY_DATA_DIR")
-        .output()
-        .expect("run cmcp-discovery")
-}
+mod support;
+
+use support::{binary, cli};
 
 /// A member key of `person`, made with the CLI.
 fn member_key(dir: &Path, person: &str) -> String {
@@ -81,23 +73,20 @@ async fn a_member_links_their_github_over_the_api_and_serve_syncs_it() {
         .local_addr()
         .unwrap();
     let _serve = Serve(
-        Command::new(env!("CARGO_BIN_EXE_cmcp-discovery"))
-            .args([
+        binary(
+            dir.path(),
+            &[
                 "--config",
                 "fast.toml",
                 "serve",
                 "--listen",
                 &addr.to_string(),
-            ])
-            .current_dir(dir.path())
-            .env_remove("CMCP_DISCOVERY_DATABASE_URL")
-            .env_remove("CMCP_DISCOVERY_MASTER_KEY")
-            .env_remove("CMCP_DISCOVERY_CONFIG")
-            .env_remove("CMCP_DISCOVERY_DATA_DIR")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start serve"),
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start serve"),
     );
     let http = reqwest::Client::new();
     let base = format!("http://{addr}");
