@@ -43,7 +43,11 @@ pub enum Command {
         listen: Option<String>,
     },
     /// A worker process only (for a fleet on PostgreSQL).
-    Worker,
+    Worker {
+        /// Serve /healthz, /readyz and /metrics here; also CMCP_DISCOVERY_WORKER_LISTEN.
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// The webhook gateway only: POST /hooks/{platform}/{connection} plus health and metrics.
     Gateway {
         /// Listen address; also CMCP_DISCOVERY_LISTEN.

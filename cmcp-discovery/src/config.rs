@@ -45,6 +45,19 @@ pub struct Config {
     pub database_url: String,
     /// Address of the health/readiness/metrics listener of `serve`.
     pub listen: String,
+    /// Address where `worker` serves `/healthz`, `/readyz` and `/metrics`;
+    /// empty: it serves nothing.
+    pub worker_listen: String,
+    /// After SIGTERM a listener answers `/readyz` 503 and goes on serving
+    /// at least this long (and until its workers have stopped), so a load
+    /// balancer can take it out of rotation first. A second signal cuts it
+    /// short.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub drain_grace: std::time::Duration,
+    /// How often a process reads its store gauges (queues, connections,
+    /// staleness) for `/metrics`.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub metrics_sample_every: std::time::Duration,
     /// `tracing` filter, e.g. `info` or `cmcp_worker=debug,info`.
     pub log: String,
     pub log_format: LogFormat,
@@ -75,6 +88,9 @@ impl Default for Config {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             database_url: String::new(),
             listen: "127.0.0.1:8080".to_owned(),
+            worker_listen: String::new(),
+            drain_grace: std::time::Duration::from_secs(5),
+            metrics_sample_every: std::time::Duration::from_secs(15),
             log: "info".to_owned(),
             log_format: LogFormat::Text,
             http: HttpConfig::default(),
@@ -96,6 +112,7 @@ pub struct Overrides {
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub listen: Option<String>,
+    pub worker_listen: Option<String>,
     pub log: Option<String>,
     pub log_format: Option<LogFormat>,
 }
@@ -127,6 +144,7 @@ impl Config {
             Flag::new("data_dir", flags.data_dir.as_ref()),
             Flag::new("database_url", flags.database_url.as_ref()),
             Flag::new("listen", flags.listen.as_ref()),
+            Flag::new("worker_listen", flags.worker_listen.as_ref()),
             Flag::new("log", flags.log.as_ref()),
             Flag::new("log_format", flags.log_format.as_ref()),
         ];

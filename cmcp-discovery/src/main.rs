@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod linker;
 mod logging;
+mod observe;
 
 use clap::Parser;
 

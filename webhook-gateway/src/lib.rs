@@ -6,11 +6,14 @@
 //! delivery means (its event and dedupe key) is the platform's business and
 //! lives with its connector (`cmcp_connectors::webhook`).
 
+pub mod drain;
 pub mod hooks;
 pub mod listen;
 pub mod metrics;
 pub mod verify;
 
+pub use drain::Drain;
+pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use hooks::{GatewayConfig, Hooks};
 
 pub use verify::{
@@ -27,7 +30,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use cmcp_registry::Store;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use tower_http::timeout::TimeoutLayer;
 
 /// What the edge's handlers share.
@@ -39,12 +42,28 @@ pub struct EdgeState {
     pub hooks: Option<Hooks>,
 }
 
-/// Install the process-wide Prometheus recorder once; later calls return
-/// `None` (a recorder is already installed).
+/// Install the process-wide Prometheus recorder once, with this crate's
+/// histograms as histograms with buckets; later calls return `None` (a
+/// recorder is already installed).
 pub fn install_metrics() -> Option<PrometheusHandle> {
-    let handle = PrometheusBuilder::new().install_recorder().ok();
+    install_metrics_with(&[])
+}
+
+/// [`install_metrics`] with the buckets of other crates' histograms too
+/// (the binary passes the worker's and the connectors'). A histogram
+/// without buckets would be exported as a summary, which cannot be summed
+/// across processes, so every histogram a process records must be listed.
+pub fn install_metrics_with(histograms: &[(&str, &[f64])]) -> Option<PrometheusHandle> {
+    let mut builder = PrometheusBuilder::new();
+    for (name, buckets) in metrics::HISTOGRAMS.iter().chain(histograms) {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)
+            .ok()?;
+    }
+    let handle = builder.install_recorder().ok();
     if handle.is_some() {
         metrics::describe();
+        metrics::build_info();
     }
     handle
 }

@@ -26,6 +26,19 @@ pub const STORED_DELIVERIES: &str = "cmcp_webhook_stored_deliveries";
 pub const OVERLOADED: &str = "cmcp_http_overloaded_total";
 /// Connections closed at accept because the listener had too many open.
 pub const CONNECTIONS_REFUSED: &str = "cmcp_http_connections_refused_total";
+/// Always 1, labelled with the `version` the process runs (a fleet in the
+/// middle of an upgrade shows two).
+pub const BUILD_INFO: &str = "cmcp_build_info";
+
+/// Buckets of [`ENQUEUE_SECONDS`]: one transaction on a local store takes
+/// milliseconds; GitHub gives up on the answer after 10 s.
+pub const ENQUEUE_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Every histogram of this crate with its buckets, for the process that
+/// installs the recorder.
+pub const HISTOGRAMS: &[(&str, &[f64])] = &[(ENQUEUE_SECONDS, ENQUEUE_BUCKETS)];
 
 cmcp_domain::string_enum! {
     /// What became of one delivery at the edge (the `outcome` label).
@@ -92,8 +105,13 @@ pub fn connection_refused() {
     metrics::counter!(CONNECTIONS_REFUSED).increment(1);
 }
 
+pub fn build_info() {
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 /// Help texts for the exporter.
 pub fn describe() {
+    metrics::describe_gauge!(BUILD_INFO, "The version this process runs (always 1)");
     metrics::describe_counter!(DELIVERIES, "Webhook deliveries by platform and outcome");
     metrics::describe_counter!(
         VERIFICATION_FAILURES,

@@ -92,7 +92,10 @@ impl SharedBudget for StoreBudget {
             .await
         {
             Ok(BudgetGrant::Go) => Ok(Admission::Go),
-            Ok(BudgetGrant::WaitUntilMs(ms)) => Ok(Admission::WaitUntil(at_ms(ms))),
+            Ok(BudgetGrant::WaitUntilMs(ms)) => {
+                crate::metrics::budget_wait(key);
+                Ok(Admission::WaitUntil(at_ms(ms)))
+            }
             Err(e) => Err(BudgetUnavailable(e.to_string())),
         }
     }
@@ -105,6 +108,9 @@ impl SharedBudget for StoreBudget {
             paused_until: observation.pause_until.map(|p| p.timestamp_millis()),
             free: observation.free,
         };
+        if let Some(remaining) = s.remaining {
+            crate::metrics::budget_remaining(key, remaining);
+        }
         if let Err(e) = self
             .store
             .settle_budget(key, s, Utc::now().timestamp_millis())

@@ -11,6 +11,7 @@ pub mod error;
 pub mod gone;
 pub mod jobs;
 pub mod lease;
+pub mod metrics;
 pub mod people;
 pub mod private_cap;
 pub mod push_channels;

@@ -63,6 +63,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             Command::Gateway { listen } => listen.clone(),
             _ => None,
         },
+        worker_listen: match &cli.command {
+            Command::Worker { listen } => listen.clone(),
+            _ => None,
+        },
         log: cli.global.log.clone(),
         log_format: cli.global.log_format,
     };
@@ -93,7 +97,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             let app = App::open(cfg).await?;
             match command {
                 Command::Serve { .. } => serve::serve(&app).await,
-                Command::Worker => serve::worker(&app).await,
+                Command::Worker { .. } => serve::worker(&app).await,
                 Command::Gateway { .. } => serve::gateway(&app).await,
                 Command::Migrate => {
                     println!("migrations applied ({:?} backend)", app.store.backend());

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
@@ -25,6 +25,7 @@ use url::Url;
 
 use crate::common::budget::{Admission, RateBudget};
 use crate::common::config::HttpConfig;
+use crate::common::metrics as upstream;
 use crate::common::policy::bump;
 pub use crate::common::policy::{
     ApiPolicy, Conditional, Counters, Exhausted, Failure, Fetched, HttpFigures,
@@ -272,15 +273,21 @@ impl<P: ApiPolicy> HttpClient<P> {
         if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(t).ok()) {
             request = request.header(IF_NONE_MATCH, tag);
         }
+        let started = Instant::now();
         let resp = match request.send().await {
             Ok(r) => r,
-            Err(e) => return (Err(transport(e)), None),
+            Err(e) => {
+                upstream::upstream_request(platform, None, started.elapsed());
+                return (Err(transport(e)), None);
+            }
         };
         let status = resp.status();
         let headers = resp.headers().clone();
         let final_url = resp.url().clone();
         let limit = self.config().max_response_bytes;
-        let body = match read_bounded(resp, limit).await {
+        let read = read_bounded(resp, limit).await;
+        upstream::upstream_request(platform, Some(status.as_u16()), started.elapsed());
+        let body = match read {
             Ok(Some(b)) => b,
             Ok(None) => {
                 let error = ConnectorError::Decode {
@@ -343,6 +350,7 @@ impl<P: ApiPolicy> HttpClient<P> {
             .await
             .map_err(|f| self.final_error(f))?;
         bump(&counters.requests);
+        let started = Instant::now();
         let sent = self
             .client
             .post(url.clone())
@@ -357,11 +365,16 @@ impl<P: ApiPolicy> HttpClient<P> {
             })
         };
         let (result, headers) = match sent {
-            Err(e) => (Err(transport(e)), None),
+            Err(e) => {
+                upstream::upstream_request(platform, None, started.elapsed());
+                (Err(transport(e)), None)
+            }
             Ok(resp) => {
                 let status = resp.status();
                 let headers = resp.headers().clone();
-                let result = match resp.bytes().await {
+                let read = resp.bytes().await;
+                upstream::upstream_request(platform, Some(status.as_u16()), started.elapsed());
+                let result = match read {
                     Err(e) => Err(transport(e)),
                     Ok(bytes) if status.is_success() => Ok(bytes.to_vec()),
                     Ok(bytes) => Err(self.policy.classify(status, &headers, &bytes)),

@@ -7,6 +7,7 @@ pub mod budget;
 pub mod config;
 pub mod http;
 pub mod link;
+pub mod metrics;
 pub mod page_cache;
 pub mod policy;
 pub mod shared;

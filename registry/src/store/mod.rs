@@ -30,6 +30,7 @@ mod http_cache;
 mod key_canary;
 mod keys;
 mod manifest;
+mod observe;
 mod people;
 mod places;
 mod proposals;

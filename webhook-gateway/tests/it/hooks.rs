@@ -441,7 +441,8 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         r#"cmcp_webhook_deliveries_total{platform="github",outcome="bad_signature"}"#,
         r#"cmcp_webhook_deliveries_total{platform="github",outcome="accepted"}"#,
         r#"cmcp_webhook_verification_failures_total{platform="github",reason="mismatch"}"#,
-        "cmcp_webhook_enqueue_seconds",
+        "cmcp_webhook_enqueue_seconds_bucket{le=",
+        "cmcp_build_info{version=",
         "cmcp_webhook_oldest_unprocessed_seconds",
         r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
     ] {

@@ -18,6 +18,8 @@
 //! a full sync instead; a change notification (Drive's) reads the
 //! connector's change feed through `change_feed::run_incremental`.
 
+use std::time::Instant;
+
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::webhook::{HookEvent, Plan};
 use cmcp_domain::{RiskCode, RiskNotice, RunTrigger, SpaceAddress};
@@ -27,6 +29,7 @@ use tracing::{info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
 use crate::jobs::sync_connection::{SyncConnection, backoff};
+use crate::metrics::{self, DeliveryOutcome};
 use crate::queue::{Job, Queue};
 use crate::sync::SyncContext;
 
@@ -49,10 +52,27 @@ pub async fn handle(
     ctx: Data<SyncContext>,
     queue: Data<Queue<SyncConnection>>,
 ) -> std::result::Result<String, BoxDynError> {
+    let started = Instant::now();
+    let row = ctx.store.stored_delivery(&job.delivery_id).await?;
+    let result = process(&ctx, &queue, &row).await;
+    let outcome = match &result {
+        Ok((outcome, _)) => *outcome,
+        Err(_) => DeliveryOutcome::JobFailed,
+    };
+    metrics::delivery_processed(row.platform(), outcome, started.elapsed());
+    Ok(result?.1)
+}
+
+/// The delivery's processing, with what became of it.
+async fn process(
+    ctx: &SyncContext,
+    queue: &Queue<SyncConnection>,
+    row: &StoredDelivery,
+) -> std::result::Result<(DeliveryOutcome, String), BoxDynError> {
     let store = &ctx.store;
-    let row = store.stored_delivery(&job.delivery_id).await?;
     if row.status() != DeliveryStatus::Received {
-        return Ok(format!("already {}", row.status().as_str()));
+        let done = format!("already {}", row.status().as_str());
+        return Ok((DeliveryOutcome::Skipped, done));
     }
     let event = match HookEvent::parse(row.platform(), row.headers(), row.body()) {
         Ok(e) => e,
@@ -60,17 +80,17 @@ pub async fn handle(
             store
                 .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&e.to_string()))
                 .await?;
-            return Ok(format!("failed: {e}"));
+            return Ok((DeliveryOutcome::Failed, format!("failed: {e}")));
         }
     };
     let plan = event.plan();
-    match apply(&ctx, &queue, &row, &plan).await {
+    match apply(ctx, queue, row, &plan).await {
         Ok(done) => {
             store
                 .finish_delivery(row.id(), DeliveryStatus::Processed, None)
                 .await?;
             info!(connection_id = %row.connection_id(), event = %row.event(), %done, "delivery processed");
-            Ok(done)
+            Ok((DeliveryOutcome::Processed, done))
         }
         Err(e) if e.intent().is_permanent() => {
             // A rejected credential or a missing permission does not pass
@@ -79,9 +99,9 @@ pub async fn handle(
                 .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&e.to_string()))
                 .await?;
             warn!(connection_id = %row.connection_id(), event = %row.event(), error = %e, "delivery failed for good; not retried");
-            Ok(format!("failed: {e}"))
+            Ok((DeliveryOutcome::Failed, format!("failed: {e}")))
         }
-        Err(e) => retry_later(&ctx, &row, &e.to_string()).await,
+        Err(e) => retry_later(ctx, row, &e.to_string()).await,
     }
 }
 
@@ -94,7 +114,7 @@ async fn retry_later(
     ctx: &SyncContext,
     row: &StoredDelivery,
     error: &str,
-) -> std::result::Result<String, BoxDynError> {
+) -> std::result::Result<(DeliveryOutcome, String), BoxDynError> {
     let cfg = &ctx.sync;
     let attempts = u32::try_from(row.attempts()).unwrap_or(u32::MAX);
     let now = chrono::Utc::now().timestamp_millis();
@@ -107,14 +127,20 @@ async fn retry_later(
             .finish_delivery(row.id(), DeliveryStatus::Failed, Some(&why))
             .await?;
         warn!(connection_id = %row.connection_id(), event = %row.event(), error = %why, "delivery failed: retry horizon reached");
-        return Ok(format!("failed: {why}"));
+        return Ok((DeliveryOutcome::Failed, format!("failed: {why}")));
     }
     match ctx.store.retry_delivery_at(row.id(), error, at).await? {
         Some(n) => {
             warn!(connection_id = %row.connection_id(), event = %row.event(), attempts = n, retry_in_ms = delay.as_millis() as u64, %error, "delivery processing failed; retry queued");
-            Ok(format!("retry {n} queued in {delay:?}: {error}"))
+            Ok((
+                DeliveryOutcome::Retry,
+                format!("retry {n} queued in {delay:?}: {error}"),
+            ))
         }
-        None => Ok("already finished by another attempt".to_owned()),
+        None => Ok((
+            DeliveryOutcome::Skipped,
+            "already finished by another attempt".to_owned(),
+        )),
     }
 }
 

@@ -9,7 +9,7 @@
 //! nothing: the connection needs an operator. A worker slot is never held
 //! asleep, and a restart loses no retry.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::RetryIntent;
@@ -18,6 +18,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tracing::{error, instrument, warn};
 
+use crate::metrics::{self, SyncJobOutcome};
 use crate::queue::{Job, Queue, QueueConfig};
 use crate::sync::{SyncContext, SyncOutcome};
 
@@ -94,14 +95,29 @@ pub async fn run(
 ) -> crate::Result<String> {
     // A connector with a change feed also records where each feed starts,
     // so notifications can read only what changed since.
+    let started = Instant::now();
     let result = crate::change_feed::run_full_as(
         ctx,
         &job.connection_id,
         job.trigger,
         job.run_id.as_deref(),
     )
-    .await?;
-    match result {
+    .await;
+    let platform = ctx
+        .store
+        .get_connection(&job.connection_id)
+        .await
+        .ok()
+        .map(|c| c.platform);
+    let outcome = match &result {
+        Ok(SyncOutcome::Complete { .. }) => SyncJobOutcome::Complete,
+        Ok(SyncOutcome::Partial { .. }) => SyncJobOutcome::Partial,
+        Ok(SyncOutcome::Failed { .. }) => SyncJobOutcome::Failed,
+        Ok(SyncOutcome::Deferred { .. }) => SyncJobOutcome::Deferred,
+        Err(_) => SyncJobOutcome::JobFailed,
+    };
+    metrics::sync_run(platform, outcome, started.elapsed());
+    match result? {
         SyncOutcome::Deferred { holder, until_ms } => {
             // The holder's run is its own business: this job only waits for
             // the lease to end, then runs.
