@@ -15,6 +15,7 @@ mod drive;
 mod drive_channels;
 mod ghes;
 mod lease;
+mod observe;
 mod listing_integrity;
 mod ownership;
 mod people;

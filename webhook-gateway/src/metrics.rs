@@ -105,8 +105,14 @@ pub fn connection_refused() {
     metrics::counter!(CONNECTIONS_REFUSED).increment(1);
 }
 
+/// The build gauge, and the edge's rare counters at 0 so a rate over them
+/// works before their first event.
 pub fn build_info() {
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    for limit in ["requests", "body_bytes"] {
+        metrics::counter!(OVERLOADED, "limit" => limit).increment(0);
+    }
+    metrics::counter!(CONNECTIONS_REFUSED).increment(0);
 }
 
 /// Help texts for the exporter.

@@ -181,12 +181,13 @@ pub fn connector_deps(
     base_url: &str,
     token: &Token,
 ) -> ConnectorDeps {
+    let fingerprint = credential_fingerprint(base_url, token);
+    // The credential's wait counter exists from its first use, at 0, so a
+    // rate over it works before the first wait.
+    crate::metrics::budget_in_use(&fingerprint);
     ConnectorDeps {
         http: http.clone(),
-        budget: Some((
-            Arc::new(StoreBudget::new(store.clone())),
-            credential_fingerprint(base_url, token),
-        )),
+        budget: Some((Arc::new(StoreBudget::new(store.clone())), fingerprint)),
         page_cache: Some(Arc::new(StorePageCache::new(store.clone(), connection_id))),
     }
 }

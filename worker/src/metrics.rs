@@ -125,6 +125,10 @@ pub fn budget_remaining(credential: &str, remaining: i64) {
     metrics::gauge!(BUDGET_REMAINING, "credential" => credential.to_owned()).set(remaining as f64);
 }
 
+pub fn budget_in_use(credential: &str) {
+    metrics::counter!(BUDGET_WAITS, "credential" => credential.to_owned()).increment(0);
+}
+
 pub fn budget_wait(credential: &str) {
     metrics::counter!(BUDGET_WAITS, "credential" => credential.to_owned()).increment(1);
 }
