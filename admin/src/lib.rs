@@ -12,6 +12,7 @@ pub mod screen;
 pub mod seed;
 pub mod session;
 pub mod sign_in_limit;
+pub mod suggestions;
 
 use axum::Router;
 use cmcp_registry::Store;

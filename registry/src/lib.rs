@@ -32,3 +32,6 @@ pub use store::{
 };
 pub use store::{DriveChannelRow, NewDriveChannel};
 pub use store::{PruneBefore, Pruned};
+pub use store::{
+    NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow, SuggestionState,
+};
