@@ -15,4 +15,5 @@ mod lifecycle;
 mod openapi_check;
 mod screen;
 mod screen_strict;
+mod suggestions;
 mod support;
