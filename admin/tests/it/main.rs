@@ -12,6 +12,7 @@ mod browser;
 mod client_api;
 mod deliveries;
 mod lifecycle;
+mod me_browser;
 mod openapi_check;
 mod screen;
 mod screen_strict;

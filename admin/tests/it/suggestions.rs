@@ -22,7 +22,7 @@ both_backends!(
 
 /// The company's Payments project (mapped to place `pay`) with its repo;
 /// alice's mirror of that repo (same remote) and her notes.
-async fn seed(store: &Store) {
+pub async fn seed(store: &Store) {
     connection(store, "bb").await;
     let alice = Owner::Person("alice".into());
     connection_of(store, "bb-alice", alice.clone()).await;
