@@ -94,7 +94,11 @@ async fn page(
     }
 }
 
-async fn render(st: &AdminState, headers: &HeaderMap, q: &PageQuery) -> Result<Response, AdminError> {
+async fn render(
+    st: &AdminState,
+    headers: &HeaderMap,
+    q: &PageQuery,
+) -> Result<Response, AdminError> {
     let Some(s) = ME.current(&st.store, headers).await? else {
         return Ok(sign_in_page(None).into_response());
     };
@@ -193,7 +197,9 @@ async fn sign_in(
         return (
             StatusCode::TOO_MANY_REQUESTS,
             [(axum::http::header::RETRY_AFTER, "60")],
-            sign_in_page(Some("Too many sign-in attempts from this address; wait a minute.")),
+            sign_in_page(Some(
+                "Too many sign-in attempts from this address; wait a minute.",
+            )),
         )
             .into_response();
     }

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use cmcp_domain::{AliasKind, SpaceAddress};
 use cmcp_registry::{
-    MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget, Store,
+    MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget,
+    Store,
 };
 
 use crate::Result;

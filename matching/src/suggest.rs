@@ -238,16 +238,24 @@ mod tests {
     fn a_shared_root_commit_through_the_container_mapping_suggests_its_place() {
         let org = addr(SpaceKind::GithubOrg, "1");
         let mut api = space(addr(SpaceKind::GithubRepo, "10"), "api", Some(org.clone()));
-        api.fingerprints.push((AliasKind::FirstCommit, "abc".into()));
+        api.fingerprints
+            .push((AliasKind::FirstCommit, "abc".into()));
         let mut fork = space(addr(SpaceKind::GithubRepo, "20"), "api-fork", None);
-        fork.fingerprints.push((AliasKind::FirstCommit, "abc".into()));
+        fork.fingerprints
+            .push((AliasKind::FirstCommit, "abc".into()));
         let notes = space(addr(SpaceKind::GithubRepo, "21"), "api", None);
         let mappings = HashMap::from([(org.clone(), "payments".to_owned())]);
         let places = [place("payments", false)];
         let got = suggest(&places, &[api], &mappings, &[fork.clone(), notes]);
         assert_eq!(got.len(), 1, "{got:?}");
-        assert_eq!((got[0].space.clone(), got[0].place.as_str()), (fork.address, "payments"));
-        assert!(matches!(got[0].evidence[0], Evidence::SameFirstCommit { .. }));
+        assert_eq!(
+            (got[0].space.clone(), got[0].place.as_str()),
+            (fork.address, "payments")
+        );
+        assert!(matches!(
+            got[0].evidence[0],
+            Evidence::SameFirstCommit { .. }
+        ));
         // A retired place suggests nothing.
         let retired = [place("payments", true)];
         assert!(suggest(&retired, &[], &mappings, &[]).is_empty());
@@ -268,7 +276,10 @@ mod tests {
         assert!(matches!(&got[0].evidence[0], Evidence::JiraKey { key, .. } if key == "PAY"));
         let member: HashSet<String> = ["payments".to_owned()].into();
         let names = HashMap::new();
-        assert_eq!(to_new_suggestion(&got[0], &member, &names).kind, SuggestionKind::Link);
+        assert_eq!(
+            to_new_suggestion(&got[0], &member, &names).kind,
+            SuggestionKind::Link
+        );
         assert_eq!(
             to_new_suggestion(&got[0], &HashSet::new(), &names).kind,
             SuggestionKind::RequestToJoin

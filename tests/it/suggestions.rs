@@ -74,7 +74,10 @@ async fn world(db: TestDb) -> World {
     )
     .await;
     run_sync(&h.ctx, ROOTS, RunTrigger::Test).await.unwrap();
-    store.put_places(&[place(None)], "admin:test").await.unwrap();
+    store
+        .put_places(&[place(None)], "admin:test")
+        .await
+        .unwrap();
     cmcp_matching::refresh_proposals(&store, &Default::default())
         .await
         .unwrap();
@@ -171,10 +174,21 @@ pub async fn a_fork_of_a_mapped_repo_is_one_suggestion_for_its_owner_alone(db: T
     assert_eq!(s.kind, SuggestionKind::RequestToJoin, "alice is no member");
     assert_eq!(s.state, SuggestionState::Open);
     let root = w.h.sim.root_commit(w.org[0]).unwrap();
-    assert_eq!(s.evidence[0]["kind"], "same-first-commit", "{:?}", s.evidence);
+    assert_eq!(
+        s.evidence[0]["kind"], "same-first-commit",
+        "{:?}",
+        s.evidence
+    );
     assert_eq!(s.evidence[0]["sha"], root.as_str());
-    assert_eq!(s.evidence[0]["mapped_space"], repo_address(w.org[0]).to_string());
-    assert!(s.evidence_text[0].contains(&root[..7]), "{:?}", s.evidence_text);
+    assert_eq!(
+        s.evidence[0]["mapped_space"],
+        repo_address(w.org[0]).to_string()
+    );
+    assert!(
+        s.evidence_text[0].contains(&root[..7]),
+        "{:?}",
+        s.evidence_text
+    );
     assert!(s.confidence >= 60);
     assert!(store.list_suggestions("bob").await.unwrap().is_empty());
 
@@ -182,6 +196,19 @@ pub async fn a_fork_of_a_mapped_repo_is_one_suggestion_for_its_owner_alone(db: T
     let alice_conn = &store.person_connections("alice").await.unwrap()[0].id;
     sync(&w, alice_conn).await;
     assert_eq!(store.list_suggestions("alice").await.unwrap(), alice);
+
+    // Unlinked, her spaces are never shown again: nor their suggestions.
+    store
+        .unlink_connection("alice", alice_conn, "member:alice")
+        .await
+        .unwrap();
+    assert!(store.list_suggestions("alice").await.unwrap().is_empty());
+    assert!(
+        store
+            .decide_suggestion("alice", s.id, SuggestionAnswer::Accept, "member:alice")
+            .await
+            .is_err()
+    );
 }
 
 pub async fn declined_stays_declined_until_the_evidence_changes_and_a_link_files_the_space(
@@ -213,7 +240,9 @@ pub async fn declined_stays_declined_until_the_evidence_changes_and_a_link_files
         .put_places(&[place(Some(&["alice"]))], "admin:test")
         .await
         .unwrap();
-    cmcp_matching::refresh_all_suggestions(&store).await.unwrap();
+    cmcp_matching::refresh_all_suggestions(&store)
+        .await
+        .unwrap();
     let rows = store.list_suggestions("alice").await.unwrap();
     assert_eq!(open(&rows).len(), 1, "{rows:?}");
     assert_eq!((rows[0].id, rows[0].kind), (id, SuggestionKind::Link));
@@ -289,7 +318,9 @@ pub async fn a_space_nothing_matches_can_be_asked_for_and_admins_see_the_request
             .await
             .is_err()
     );
-    cmcp_matching::refresh_all_suggestions(&store).await.unwrap();
+    cmcp_matching::refresh_all_suggestions(&store)
+        .await
+        .unwrap();
     assert_eq!(store.list_requests().await.unwrap().len(), 1);
     // Accepting a request to join sends it too.
     let join = store.list_suggestions("alice").await.unwrap();

@@ -27,7 +27,12 @@ pub async fn a_person_accepts_a_suggestion_on_their_page_in_a_real_browser(db: T
     };
     crate::suggestions::seed(&db.store).await;
     let alice = Owner::Person("alice".into());
-    let hostile = repo(4, &crate::support::project(1, "PAY", "Payments"), XSS, "git@bitbucket.org:alice/x.git");
+    let hostile = repo(
+        4,
+        &crate::support::project(1, "PAY", "Payments"),
+        XSS,
+        "git@bitbucket.org:alice/x.git",
+    );
     db.store
         .apply_page(
             "bb-alice",
@@ -59,9 +64,19 @@ pub async fn a_person_accepts_a_suggestion_on_their_page_in_a_real_browser(db: T
 
     let srv = serve(&db).await;
     // The screen's headers, before anyone signs in.
-    let r = srv.http.get(format!("{}/me", srv.base)).send().await.unwrap();
+    let r = srv
+        .http
+        .get(format!("{}/me", srv.base))
+        .send()
+        .await
+        .unwrap();
     let h = r.headers();
-    assert!(h["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
     assert_eq!(h["x-frame-options"], "DENY");
     assert_eq!(h["x-content-type-options"], "nosniff");
     // An admin key is no member key.
@@ -84,7 +99,9 @@ pub async fn a_person_accepts_a_suggestion_on_their_page_in_a_real_browser(db: T
     let hostile_at = "space:bitbucket-repo:acme/r-4";
     let name = d.text(&format!("tr[data-space=\"{hostile_at}\"] td")).await;
     assert!(name.starts_with(XSS), "the name is shown as text: {name}");
-    let alert = d.cmd(reqwest::Method::GET, "/alert/text", Value::Null).await;
+    let alert = d
+        .cmd(reqwest::Method::GET, "/alert/text", Value::Null)
+        .await;
     assert_eq!(alert["error"], "no such alert", "a script ran: {alert}");
     let row = format!("tr[data-suggestion=\"{}\"]", suggestion.id);
     assert!(d.text(&row).await.contains("Payments"));
@@ -127,10 +144,17 @@ pub async fn a_person_accepts_a_suggestion_on_their_page_in_a_real_browser(db: T
     );
 
     d.click(&format!("#accept-{}", suggestion.id)).await;
-    assert!(d.text(".msg").await.contains("accepted"), "the page says so");
+    assert!(
+        d.text(".msg").await.contains("accepted"),
+        "the page says so"
+    );
     let after = &db.store.list_suggestions("alice").await.unwrap()[0];
     assert_eq!(after.state, SuggestionState::Accepted);
-    assert_eq!(db.store.list_requests().await.unwrap().len(), 1, "the join request reaches the ADMINs");
+    assert_eq!(
+        db.store.list_requests().await.unwrap().len(),
+        1,
+        "the join request reaches the ADMINs"
+    );
     let audit = db.store.list_audit(20).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "suggestion.request-join"));
 }

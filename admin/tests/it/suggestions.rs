@@ -35,7 +35,12 @@ pub async fn seed(store: &Store) {
         ],
     )
     .await;
-    let mirror = repo(2, &pay, "billing-mirror", "git@bitbucket.org:acme/billing.git");
+    let mirror = repo(
+        2,
+        &pay,
+        "billing-mirror",
+        "git@bitbucket.org:acme/billing.git",
+    );
     let notes = repo(3, &pay, "notes", "git@bitbucket.org:alice/notes.git");
     let private: Vec<SpaceRecord> = [mirror, notes]
         .into_iter()
@@ -44,9 +49,15 @@ pub async fn seed(store: &Store) {
             ..r
         })
         .collect();
-    store.apply_page("bb-alice", &alice, &private).await.unwrap();
     store
-        .put_places(&[crate::support::place("pay", "Payments", Some("PAY"))], "t")
+        .apply_page("bb-alice", &alice, &private)
+        .await
+        .unwrap();
+    store
+        .put_places(
+            &[crate::support::place("pay", "Payments", Some("PAY"))],
+            "t",
+        )
         .await
         .unwrap();
     refresh(store).await;
@@ -94,7 +105,12 @@ async fn checked(
     body: Option<Value>,
 ) -> (StatusCode, Value) {
     let (status, answer) = call(srv, method.clone(), path, key, body).await;
-    let schema = response_schema(doc, &method.as_str().to_lowercase(), template, status.as_u16());
+    let schema = response_schema(
+        doc,
+        &method.as_str().to_lowercase(),
+        template,
+        status.as_u16(),
+    );
     let wrong = violations(doc, schema, &answer, "$");
     assert!(wrong.is_empty(), "{path} ({status}): {wrong:?} in {answer}");
     (status, answer)
@@ -124,52 +140,155 @@ async fn suggestions_are_the_persons_alone_and_answers_are_audited(db: TestDb) {
     let alice = member(&db.store, "alice").await;
     let bob = member(&db.store, "bob").await;
     let admin = admin(&db.store).await;
-    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None).await.1;
+    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None)
+        .await
+        .1;
     let get = (Method::GET, LIST);
     let post = (Method::POST, DECIDE);
 
-    let (status, list) = checked(&srv, &doc, get.clone(), "/v1/people/alice/suggestions", &alice, None).await;
+    let (status, list) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let items = list.as_array().unwrap();
     assert_eq!(items.len(), 1, "{list}");
     let s = &items[0];
     assert_eq!(
-        (s["kind"].as_str(), s["state"].as_str(), s["place_id"].as_str()),
+        (
+            s["kind"].as_str(),
+            s["state"].as_str(),
+            s["place_id"].as_str()
+        ),
         (Some("request-to-join"), Some("open"), Some("pay"))
     );
     assert_eq!(s["space"], "space:bitbucket-repo:acme/r-2");
     assert_eq!(s["evidence"][0]["kind"], "same-fingerprint");
     let id = s["id"].as_i64().unwrap();
-    let (status, _) = checked(&srv, &doc, get.clone(), "/v1/people/alice/suggestions", &bob, None).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/alice/suggestions",
+        &bob,
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (_, none) = checked(&srv, &doc, get.clone(), "/v1/people/bob/suggestions", &bob, None).await;
+    let (_, none) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/bob/suggestions",
+        &bob,
+        None,
+    )
+    .await;
     assert_eq!(none, json!([]), "bob gets nothing about alice");
 
     let at = format!("/v1/people/alice/suggestions/{id}");
-    let (status, _) = checked(&srv, &doc, post.clone(), &at, &bob, Some(json!({"decision": "decline"}))).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &bob,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let bobs = format!("/v1/people/bob/suggestions/{id}");
-    let (status, _) = checked(&srv, &doc, post.clone(), &bobs, &bob, Some(json!({"decision": "decline"}))).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &bobs,
+        &bob,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "not bob's");
-    let (status, _) = checked(&srv, &doc, post.clone(), &at, &alice, Some(json!({"decision": "maybe"}))).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "maybe"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, d) = checked(&srv, &doc, post.clone(), &at, &alice, Some(json!({"decision": "decline"}))).await;
-    assert_eq!((status, d["state"].as_str()), (StatusCode::OK, Some("declined")));
-    let (status, _) = checked(&srv, &doc, post.clone(), &at, &alice, Some(json!({"decision": "accept"}))).await;
+    let (status, d) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
+    assert_eq!(
+        (status, d["state"].as_str()),
+        (StatusCode::OK, Some("declined"))
+    );
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "accept"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "already decided");
     // The same evidence again: still declined.
-    cmcp_matching::refresh_suggestions(&db.store, "alice").await.unwrap();
-    let (_, list) = call(&srv, Method::GET, "/v1/people/alice/suggestions", &alice, None).await;
+    cmcp_matching::refresh_suggestions(&db.store, "alice")
+        .await
+        .unwrap();
+    let (_, list) = call(
+        &srv,
+        Method::GET,
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
     assert_eq!(list[0]["state"], "declined");
 
     // Alice joins the place (the ADMIN's import): a link, offered again.
     let places = json!([{"id": "pay", "kind": "project", "name": "Payments", "key": "PAY", "members": ["alice"]}]);
     let (status, body) = call(&srv, Method::PUT, "/v1/places", &admin, Some(places)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, list) = call(&srv, Method::GET, "/v1/people/alice/suggestions", &alice, None).await;
-    assert_eq!((list[0]["kind"].as_str(), list[0]["state"].as_str()), (Some("link"), Some("open")));
-    let (status, d) = checked(&srv, &doc, post, &at, &alice, Some(json!({"decision": "accept"}))).await;
-    assert_eq!((status, d["state"].as_str()), (StatusCode::OK, Some("accepted")));
+    let (_, list) = call(
+        &srv,
+        Method::GET,
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (list[0]["kind"].as_str(), list[0]["state"].as_str()),
+        (Some("link"), Some("open"))
+    );
+    let (status, d) = checked(
+        &srv,
+        &doc,
+        post,
+        &at,
+        &alice,
+        Some(json!({"decision": "accept"})),
+    )
+    .await;
+    assert_eq!(
+        (status, d["state"].as_str()),
+        (StatusCode::OK, Some("accepted"))
+    );
     let (_, m) = call(&srv, Method::GET, "/v1/people/alice/manifest", &alice, None).await;
     let mirror = m["spaces"]
         .as_array()
@@ -180,7 +299,11 @@ async fn suggestions_are_the_persons_alone_and_answers_are_audited(db: TestDb) {
     assert_eq!(mirror["place"]["path"], "project/pay", "{mirror}");
     // No company mapping came of it.
     let mappings = db.store.list_mappings().await.unwrap();
-    assert!(mappings.iter().all(|m| m.space_address != "space:bitbucket-repo:acme/r-2"));
+    assert!(
+        mappings
+            .iter()
+            .all(|m| m.space_address != "space:bitbucket-repo:acme/r-2")
+    );
     let (_, audit) = call(&srv, Method::GET, "/v1/audit", &admin, None).await;
     let actions: Vec<&str> = audit["items"]
         .as_array()
@@ -188,7 +311,10 @@ async fn suggestions_are_the_persons_alone_and_answers_are_audited(db: TestDb) {
         .iter()
         .filter_map(|e| e["action"].as_str())
         .collect();
-    assert!(actions.contains(&"suggestion.decline") && actions.contains(&"suggestion.link"), "{actions:?}");
+    assert!(
+        actions.contains(&"suggestion.decline") && actions.contains(&"suggestion.link"),
+        "{actions:?}"
+    );
 }
 
 async fn requests_reach_the_admins_alone(db: TestDb) {
@@ -197,18 +323,59 @@ async fn requests_reach_the_admins_alone(db: TestDb) {
     let alice = member(&db.store, "alice").await;
     let bob = member(&db.store, "bob").await;
     let admin = admin(&db.store).await;
-    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None).await.1;
+    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None)
+        .await
+        .1;
     let post = (Method::POST, REQUESTS);
     let notes = json!({"space": "space:bitbucket-repo:acme/r-3", "name": "Notes"});
-    let (status, _) = checked(&srv, &doc, post.clone(), "/v1/people/bob/requests", &bob, Some(notes.clone())).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/bob/requests",
+        &bob,
+        Some(notes.clone()),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "not bob's space");
     let mirror = json!({"space": "space:bitbucket-repo:acme/r-2"});
-    let (status, _) = checked(&srv, &doc, post.clone(), "/v1/people/alice/requests", &alice, Some(mirror)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "the mirror matches a place");
-    let (status, r) = checked(&srv, &doc, post.clone(), "/v1/people/alice/requests", &alice, Some(notes.clone())).await;
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/alice/requests",
+        &alice,
+        Some(mirror),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "the mirror matches a place"
+    );
+    let (status, r) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/alice/requests",
+        &alice,
+        Some(notes.clone()),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{r}");
-    assert_eq!((r["kind"].as_str(), r["create_name"].as_str()), (Some("request-to-create"), Some("Notes")));
-    let (status, _) = checked(&srv, &doc, post, "/v1/people/alice/requests", &alice, Some(notes)).await;
+    assert_eq!(
+        (r["kind"].as_str(), r["create_name"].as_str()),
+        (Some("request-to-create"), Some("Notes"))
+    );
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post,
+        "/v1/people/alice/requests",
+        &alice,
+        Some(notes),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "asked once");
 
     let list = (Method::GET, "/v1/requests");

@@ -102,7 +102,10 @@ fn print_suggestions(rows: &[SuggestionRow], json: bool) -> Result<()> {
         "ID", "KIND", "STATE", "CONF", "SPACE", "PLACE"
     );
     for r in rows {
-        let space = r.space_name.clone().unwrap_or_else(|| r.space_address.to_string());
+        let space = r
+            .space_name
+            .clone()
+            .unwrap_or_else(|| r.space_address.to_string());
         let place = r
             .place_id
             .clone()

@@ -103,7 +103,12 @@ mod tests {
     #[test]
     fn read_only_permissions_raise_nothing() {
         let mut w = Writable::default();
-        w.note("acme/a", Some(&perms(serde_json::json!({"admin": false, "push": false, "pull": true}))));
+        w.note(
+            "acme/a",
+            Some(&perms(
+                serde_json::json!({"admin": false, "push": false, "pull": true}),
+            )),
+        );
         w.note("acme/b", None);
         assert_eq!(w.risk(), None);
     }
@@ -112,7 +117,10 @@ mod tests {
     fn push_maintain_or_admin_is_a_write_risk() {
         let mut w = Writable::default();
         for (i, p) in ["push", "maintain", "admin", "push"].iter().enumerate() {
-            w.note(&format!("acme/r{i}"), Some(&perms(serde_json::json!({ *p: true }))));
+            w.note(
+                &format!("acme/r{i}"),
+                Some(&perms(serde_json::json!({ *p: true }))),
+            );
         }
         let risk = w.risk().unwrap();
         assert_eq!(risk.code, "write-scope");

@@ -74,7 +74,8 @@ pub use sightings::{
 pub use spaces::{AliasRow, PageStats, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
 pub use suggestions::{
-    NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow, SuggestionState,
+    NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow,
+    SuggestionState,
 };
 pub use visibility::Viewer;
 pub use webhooks::{

@@ -240,7 +240,9 @@ impl Store {
 
     /// `person`'s suggestions, newest first.
     pub async fn list_suggestions(&self, person: &str) -> Result<Vec<SuggestionRow>> {
-        let sql = format!("{SELECT} WHERE g.person = $1 ORDER BY g.id DESC");
+        // A space tombstoned (its connection unlinked) is never shown again.
+        let sql =
+            format!("{SELECT} WHERE g.person = $1 AND s.status <> 'tombstoned' ORDER BY g.id DESC");
         let raws: Vec<RawSuggestion> = on_pool!(self, pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(person).fetch_all(pool).await?
         });
@@ -260,7 +262,8 @@ impl Store {
     }
 
     async fn suggestion_of(&self, person: &str, id: i64) -> Result<SuggestionRow> {
-        let sql = format!("{SELECT} WHERE g.person = $1 AND g.id = $2");
+        let sql =
+            format!("{SELECT} WHERE g.person = $1 AND g.id = $2 AND s.status <> 'tombstoned'");
         let raw: Option<RawSuggestion> = on_pool!(self, pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(person).bind(id).fetch_optional(pool).await?
         });
@@ -311,7 +314,8 @@ impl Store {
         };
         let owner = Owner::Person(person.to_owned()).as_db();
         let link = answer == SuggestionAnswer::Accept && before.kind == SuggestionKind::Link;
-        let detail = serde_json::json!({ "place_id": before.place_id, "person_link": true }).to_string();
+        let detail =
+            serde_json::json!({ "place_id": before.place_id, "person_link": true }).to_string();
         in_tx!(self, tx => {
             let done = sqlx::query(
                 "UPDATE suggestions SET state = $1, decided_by = $2, decided_at = $3, updated_at = $3 \
@@ -384,7 +388,10 @@ impl Store {
             after: Some(serde_json::json!({ "person": person, "name": name })),
         };
         let evidence = serde_json::json!([{ "kind": "no-match", "name": theirs.display_name }]);
-        let text = format!("{} matches no place; asked to create project {name:?}", theirs.display_name);
+        let text = format!(
+            "{} matches no place; asked to create project {name:?}",
+            theirs.display_name
+        );
         let id: i64 = in_tx!(self, tx => {
             let (id,): (i64,) = sqlx::query_as(
                 "INSERT INTO suggestions (person, space_address, target, kind, create_name, evidence_json, \
