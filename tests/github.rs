@@ -42,6 +42,17 @@ impl Harness {
 }
 
 pub async fn add_connection(store: &Store, id: &str, base_url: &str, owner: Owner) {
+    add_connection_with(store, id, base_url, owner, serde_json::json!({})).await;
+}
+
+/// [`add_connection`] with connection `settings` (e.g. `first_commits`).
+pub async fn add_connection_with(
+    store: &Store,
+    id: &str,
+    base_url: &str,
+    owner: Owner,
+    settings: serde_json::Value,
+) {
     store
         .create_connection(
             &cipher(),
@@ -54,7 +65,7 @@ pub async fn add_connection(store: &Store, id: &str, base_url: &str, owner: Owne
                 },
                 owner,
                 token: Token::new(TOKEN),
-                settings: serde_json::json!({}),
+                settings,
             },
             "test",
         )

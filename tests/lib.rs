@@ -34,8 +34,8 @@ pub use drive::{
     expected_drive_registry,
 };
 pub use github::{
-    Harness, SIM_TENANT, add_connection, assert_database_has_no_token, assert_registry_matches,
-    expected_aliases, repo_address,
+    Harness, SIM_TENANT, add_connection, add_connection_with, assert_database_has_no_token,
+    assert_registry_matches, expected_aliases, repo_address,
 };
 pub use serve::{RunningWorker, serve_gateway, start_worker};
 

@@ -166,6 +166,8 @@ pub struct PlaceBody {
     pub key: Option<String>,
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// Person ids that belong to the place; absent keeps its members.
+    pub members: Option<Vec<String>>,
 }
 
 #[utoipa::path(put, path = "/v1/places", request_body = Vec<PlaceBody>,
@@ -179,6 +181,8 @@ async fn put_places(State(st): State<AdminState>, caller: Caller, body: Json<Val
         serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let figures = st.store.put_places(&places, &caller.actor()).await?;
     let proposals = cmcp_matching::refresh_proposals(&st.store, &st.matching).await?;
+    // Who belongs where decides link or request to join.
+    cmcp_matching::refresh_all_suggestions(&st.store).await?;
     Ok(Json(json!({ "places": figures, "proposals": proposals })))
 }
 
@@ -269,6 +273,7 @@ pub fn router(state: AdminState) -> Router {
         .merge(crate::client_api::routes())
         .merge(crate::deliveries::routes())
         .merge(crate::people::routes())
+        .merge(crate::suggestions::routes())
         .split_for_parts();
     let mut doc = doc;
     crate::client_api::document_errors(&mut doc);

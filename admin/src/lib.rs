@@ -1,17 +1,19 @@
 //! The ADMIN's side of discovery: the `/v1` JSON API (proposals decided in
 //! bulk, mappings, places, connections, audit) with API keys, roles and
-//! named powers; and the one screen at `/admin`. Served by `cmcp-discovery serve` next to the health routes.
+//! named powers; the one screen at `/admin`; and a person's page at `/me`. Served by `cmcp-discovery serve` next to the health routes.
 
 pub mod api;
 pub mod auth;
 pub mod client_api;
 pub mod deliveries;
 pub mod error;
+pub mod me;
 pub mod people;
 pub mod screen;
 pub mod seed;
 pub mod session;
 pub mod sign_in_limit;
+pub mod suggestions;
 
 use axum::Router;
 use cmcp_registry::Store;
@@ -59,7 +61,9 @@ impl AdminState {
 
 /// Every admin route, ready to merge into the edge router.
 pub fn router(state: AdminState) -> Router {
-    api::router(state.clone()).merge(screen::router(state))
+    api::router(state.clone())
+        .merge(screen::router(state.clone()))
+        .merge(me::router(state))
 }
 
 /// Milliseconds since the epoch as a UTC time for the screen.

@@ -36,15 +36,23 @@ const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 's
                    frame-ancestors 'none'; base-uri 'none'";
 
 pub fn router(state: AdminState) -> Router {
+    strict_headers(
+        Router::new()
+            .route("/admin", get(screen))
+            .route("/admin/sign-in", post(sign_in))
+            .route("/admin/sign-out", post(sign_out))
+            .route("/admin/decide", post(decide_form))
+            .route("/admin/connection", post(connection_form))
+            .with_state(state),
+    )
+}
+
+/// The headers of every server-rendered page: the CSP above, no framing,
+/// no sniffing (`/admin` and `/me` alike).
+pub(crate) fn strict_headers(router: Router) -> Router {
     use axum::http::{HeaderValue, header};
     use tower_http::set_header::SetResponseHeaderLayer;
-    Router::new()
-        .route("/admin", get(screen))
-        .route("/admin/sign-in", post(sign_in))
-        .route("/admin/sign-out", post(sign_out))
-        .route("/admin/decide", post(decide_form))
-        .route("/admin/connection", post(connection_form))
-        .with_state(state)
+    router
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CSP),
@@ -59,7 +67,7 @@ pub fn router(state: AdminState) -> Router {
         ))
 }
 
-fn layout(title: &str, body: Markup) -> Markup {
+pub(crate) fn layout(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -86,7 +94,7 @@ fn html_error(e: AdminError) -> Response {
     (status, body).into_response()
 }
 
-fn redirect(to: &str) -> Response {
+pub(crate) fn redirect(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to.to_owned())]).into_response()
 }
 
@@ -376,13 +384,13 @@ fn budget_words(b: &serde_json::Value, now_ms: i64) -> String {
 }
 
 /// Repeated `name=value` pairs of a form body.
-fn form_pairs(body: &str) -> Vec<(String, String)> {
+pub(crate) fn form_pairs(body: &str) -> Vec<(String, String)> {
     url::form_urlencoded::parse(body.as_bytes())
         .into_owned()
         .collect()
 }
 
-fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
     pairs
         .iter()
         .find(|(k, _)| k == name)

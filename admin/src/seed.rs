@@ -12,6 +12,7 @@ fn place(id: &str, kind: &str, name: &str, key: Option<&str>) -> PlaceInput {
         name: name.to_owned(),
         key: key.map(str::to_owned),
         aliases: Vec::new(),
+        members: None,
     }
 }
 

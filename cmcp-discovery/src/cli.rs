@@ -373,6 +373,26 @@ pub enum PeopleCmd {
         #[arg(long)]
         json: bool,
     },
+    /// PERSON's suggestions: places their private spaces match, with the
+    /// evidence (newest first).
+    Suggestions {
+        person: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// PERSON accepts or declines their suggestion ID (audited).
+    Decide {
+        person: String,
+        id: i64,
+        #[arg(value_parser = ["accept", "decline"])]
+        decision: String,
+    },
+    /// Requests people sent to the ADMINs: to join a place, to create a
+    /// project.
+    Requests {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -133,7 +133,7 @@ fn index_places(places: &[Place]) -> Indexes<'_> {
 }
 
 /// The Jira-style key a repo name starts with (`PAY-123-api` → `PAY`).
-fn jira_prefix(name: &str) -> Option<String> {
+pub(crate) fn jira_prefix(name: &str) -> Option<String> {
     let (head, rest) = name.split_once('-')?;
     let ok = head.len() >= 2
         && head.len() <= 10

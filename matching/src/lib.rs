@@ -10,10 +10,12 @@ pub mod evidence;
 pub mod ladder;
 pub mod refresh;
 pub mod similarity;
+pub mod suggest;
 
 pub use evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
 pub use ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
-pub use refresh::{load_input, refresh_proposals, to_new_proposal};
+pub use refresh::{load_input, refresh_proposals, spaces_from_rows, to_new_proposal};
+pub use suggest::{refresh_all_suggestions, refresh_suggestions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MatchingError {

@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 
 use cmcp_domain::{AliasKind, SpaceAddress};
-use cmcp_registry::{NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget, Store};
+use cmcp_registry::{
+    MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget,
+    Store,
+};
 
 use crate::Result;
 use crate::evidence::evidence_hash;
@@ -36,15 +39,26 @@ pub async fn load_input(
             key: p.key,
         })
         .collect();
+    let spaces = spaces_from_rows(store.match_spaces().await?, store.match_aliases().await?);
+    let mut mappings = HashMap::new();
+    for m in store.list_mappings().await? {
+        if let Ok(address) = m.space_address.parse::<SpaceAddress>() {
+            mappings.insert(address, m.place_id);
+        }
+    }
+    Ok((places, spaces, mappings))
+}
+
+/// Spaces as the ladder reads them: each row with its key and
+/// fingerprints (remotes, host ids, root commits) from `aliases`.
+pub fn spaces_from_rows(rows: Vec<MatchSpaceRow>, aliases: Vec<MatchAliasRow>) -> Vec<Space> {
     let mut keys: HashMap<String, String> = HashMap::new();
     let mut prints: HashMap<String, Vec<(AliasKind, String)>> = HashMap::new();
-    for a in store.match_aliases().await? {
+    for a in aliases {
         match a.alias_kind() {
             Some(AliasKind::Key) => {
                 keys.insert(a.space_address, a.value);
             }
-            // Root commits only arrive once `Store::match_aliases` selects
-            // the `first-commit` kind too (and a connector reports them).
             Some(kind @ (AliasKind::GitRemote | AliasKind::HostId | AliasKind::FirstCommit)) => {
                 prints
                     .entry(a.space_address)
@@ -55,7 +69,7 @@ pub async fn load_input(
         }
     }
     let mut spaces = Vec::new();
-    for s in store.match_spaces().await? {
+    for s in rows {
         let Ok(address) = s.address.parse::<SpaceAddress>() else {
             tracing::warn!(address = %s.address, "space address does not parse; skipped by matching");
             continue;
@@ -68,13 +82,7 @@ pub async fn load_input(
             address,
         });
     }
-    let mut mappings = HashMap::new();
-    for m in store.list_mappings().await? {
-        if let Ok(address) = m.space_address.parse::<SpaceAddress>() {
-            mappings.insert(address, m.place_id);
-        }
-    }
-    Ok((places, spaces, mappings))
+    spaces
 }
 
 /// A ladder candidate as a storable proposal, with words and hash.

@@ -31,4 +31,8 @@ pub use store::{
     DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
 };
 pub use store::{DriveChannelRow, NewDriveChannel};
+pub use store::{
+    NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow,
+    SuggestionState,
+};
 pub use store::{PruneBefore, Pruned};

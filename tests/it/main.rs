@@ -25,6 +25,7 @@ mod retry_intent;
 mod schedule;
 mod shared_budget;
 mod signed_hooks;
+mod suggestions;
 mod sync;
 mod upstream_abuse;
 mod webhooks;

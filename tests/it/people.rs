@@ -345,7 +345,39 @@ pub async fn the_daily_cap_on_new_private_spaces_holds(db: TestDb) {
     );
 }
 
+pub async fn a_fine_grained_token_reporting_write_is_a_risk(db: TestDb) {
+    let w = world(db).await;
+    // Carol's token sends no scopes (fine-grained) but was granted write:
+    // only the repositories' `permissions` say so.
+    const CAROL_TOKEN: &str = "github_pat_carolFineGrainedWrites000003";
+    w.h.sim.add_user("carol", 7_003, CAROL_TOKEN, None);
+    w.h.sim.create_user_repo("carol", "site", false);
+    w.h.sim.add_collaborator("carol", w.org[5]);
+    w.h.sim.grant_write(CAROL_TOKEN);
+    let c = link(&w, "carol", CAROL_TOKEN).await;
+    let b = link(&w, "bob", BOB_TOKEN).await;
+    let write = |risks: &[cmcp_domain::RiskNotice]| {
+        risks
+            .iter()
+            .find(|r| r.code == "write-scope")
+            .map(|r| r.message.clone())
+    };
+    let at_link = write(&c.risks).expect("shown when linking");
+    assert!(
+        at_link.starts_with("token reports write permissions on 2 repositories"),
+        "{at_link}"
+    );
+    let store = w.h.store();
+    let shown = store.get_connection(&c.connection_id).await.unwrap().risks;
+    assert!(write(&shown).is_some(), "and after the sync: {shown:?}");
+    // Bob's fine-grained token is read-only: nothing to show.
+    assert_eq!(write(&b.risks), None);
+    let bobs = store.get_connection(&b.connection_id).await.unwrap().risks;
+    assert_eq!(write(&bobs), None, "{bobs:?}");
+}
+
 both_backends!(
+    a_fine_grained_token_reporting_write_is_a_risk,
     the_daily_cap_on_new_private_spaces_holds,
     root_commits_are_recorded_once_and_skip_empty_repos,
     personal_repos_become_private_spaces_and_org_repos_stay_company,

@@ -9,7 +9,7 @@
 use cmcp_connectors::HttpConfig;
 use cmcp_connectors::github::user::{self, LISTING_SETTING, TokenCheck, USER_LISTING};
 use cmcp_domain::{ConnectionSpec, Owner, Platform, RiskNotice, RunTrigger, Token};
-use cmcp_registry::{Cipher, NewConnection, QueuedJob, Store};
+use cmcp_registry::{Cipher, ConnectionRow, NewConnection, QueuedJob, Store};
 use serde::Serialize;
 
 use crate::jobs::sync_connection::{QUEUE, SyncConnection};
@@ -121,6 +121,19 @@ pub async fn link_github(
         github_id: id,
         risks,
     })
+}
+
+/// After a complete sync of a person's connection, their suggestions
+/// follow what it listed. A failure is logged and never fails the sync
+/// (the next run retries); a company connection has no person to suggest
+/// to.
+pub(crate) async fn refresh_suggestions_after_sync(store: &Store, connection: &ConnectionRow) {
+    let Owner::Person(person) = &connection.owner else {
+        return;
+    };
+    if let Err(e) = cmcp_matching::refresh_suggestions(store, person).await {
+        tracing::warn!(error = %e, "could not refresh the person's suggestions");
+    }
 }
 
 #[cfg(test)]

@@ -557,6 +557,7 @@ async fn conclude(
     if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
         warn!(error = %e, "could not refresh mapping proposals");
     }
+    crate::people::refresh_suggestions_after_sync(&ctx.store, connection).await;
     Ok(Ending::Complete)
 }
 

@@ -31,7 +31,7 @@ fn find_binary(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// chromedriver and the browser, or `None` (skip) outside CI.
-fn tools() -> Option<(PathBuf, PathBuf)> {
+pub fn tools() -> Option<(PathBuf, PathBuf)> {
     let driver = find_binary(&["chromedriver"]);
     let browser = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
     match (driver, browser) {
@@ -49,7 +49,7 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
 }
 
 /// The chromedriver child; killed (by its own handle) on drop.
-struct Driver {
+pub struct Driver {
     child: Child,
     base: String,
     http: Client,
@@ -79,7 +79,7 @@ impl Drop for Driver {
     }
 }
 
-async fn start(driver: &Path, browser: &Path) -> Driver {
+pub async fn start(driver: &Path, browser: &Path) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -158,7 +158,7 @@ async fn start(driver: &Path, browser: &Path) -> Driver {
 }
 
 impl Driver {
-    async fn cmd(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+    pub async fn cmd(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
         let url = format!("{}/session/{}{path}", self.base, self.session);
         let mut req = self.http.request(method, url);
         if !body.is_null() {
@@ -168,12 +168,12 @@ impl Driver {
         resp.json::<Value>().await.unwrap()["value"].clone()
     }
 
-    async fn go(&self, url: &str) {
+    pub async fn go(&self, url: &str) {
         self.cmd(reqwest::Method::POST, "/url", json!({"url": url}))
             .await;
     }
 
-    async fn find(&self, css: &str) -> String {
+    pub async fn find(&self, css: &str) -> String {
         let v = self
             .cmd(
                 reqwest::Method::POST,
@@ -187,7 +187,7 @@ impl Driver {
             .to_owned()
     }
 
-    async fn click(&self, css: &str) {
+    pub async fn click(&self, css: &str) {
         let e = self.find(css).await;
         self.cmd(
             reqwest::Method::POST,
@@ -197,7 +197,7 @@ impl Driver {
         .await;
     }
 
-    async fn type_in(&self, css: &str, text: &str) {
+    pub async fn type_in(&self, css: &str, text: &str) {
         let e = self.find(css).await;
         self.cmd(
             reqwest::Method::POST,
@@ -207,7 +207,7 @@ impl Driver {
         .await;
     }
 
-    async fn text(&self, css: &str) -> String {
+    pub async fn text(&self, css: &str) -> String {
         let e = self.find(css).await;
         self.cmd(
             reqwest::Method::GET,
@@ -220,7 +220,7 @@ impl Driver {
         .to_owned()
     }
 
-    async fn cookie(&self, name: &str) -> String {
+    pub async fn cookie(&self, name: &str) -> String {
         let v = self
             .cmd(
                 reqwest::Method::GET,

@@ -82,6 +82,7 @@ pub fn place(id: &str, name: &str, key: Option<&str>) -> PlaceInput {
         name: name.to_owned(),
         key: key.map(str::to_owned),
         aliases: vec![],
+        members: None,
     }
 }
 

@@ -1,7 +1,9 @@
 //! `people link-github|unlink|accounts`: a person's own GitHub, linked
-//! from the command line exactly as `POST /v1/people/{person}/github` does.
+//! from the command line exactly as `POST /v1/people/{person}/github` does;
+//! `people suggestions|decide|requests`: what their private spaces match.
 
 use anyhow::Result;
+use cmcp_registry::{SuggestionAnswer, SuggestionRow};
 use cmcp_worker::people::{LinkGithub, link_github};
 
 use super::connection::read_token_file;
@@ -66,5 +68,59 @@ pub async fn run(app: &App, cmd: PeopleCmd) -> Result<()> {
             }
             Ok(())
         }
+        PeopleCmd::Suggestions { person, json } => {
+            print_suggestions(&app.store.list_suggestions(&person).await?, json)
+        }
+        PeopleCmd::Decide {
+            person,
+            id,
+            decision,
+        } => {
+            let answer = if decision == "accept" {
+                SuggestionAnswer::Accept
+            } else {
+                SuggestionAnswer::Decline
+            };
+            let row = app
+                .store
+                .decide_suggestion(&person, id, answer, "cli")
+                .await?;
+            println!("suggestion {id} ({}) is {}", row.kind, row.state);
+            Ok(())
+        }
+        PeopleCmd::Requests { json } => print_suggestions(&app.store.list_requests().await?, json),
     }
+}
+
+fn print_suggestions(rows: &[SuggestionRow], json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:<18} {:<9} {:<5} {:<28} {:<24} EVIDENCE",
+        "ID", "KIND", "STATE", "CONF", "SPACE", "PLACE"
+    );
+    for r in rows {
+        let space = r
+            .space_name
+            .clone()
+            .unwrap_or_else(|| r.space_address.to_string());
+        let place = r
+            .place_id
+            .clone()
+            .or_else(|| r.create_name.as_ref().map(|n| format!("new: {n}")))
+            .unwrap_or_default();
+        println!(
+            "{:<6} {:<18} {:<9} {:<5} {:<28} {:<24} {}",
+            r.id,
+            r.kind,
+            r.state,
+            r.confidence,
+            space,
+            place,
+            r.evidence_text.join("; ")
+        );
+    }
+    Ok(())
 }

@@ -22,13 +22,15 @@ async fn import(app: &App, file: &Path, json: bool) -> Result<()> {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let places: Vec<PlaceInput> = serde_json::from_str(&text).with_context(|| {
         format!(
-            "{} is not a JSON array of places {{id, kind, name, key?, aliases?}}",
+            "{} is not a JSON array of places {{id, kind, name, key?, aliases?, members?}}",
             file.display()
         )
     })?;
     let figures = app.store.put_places(&places, "cli").await?;
     let proposals =
         cmcp_matching::refresh_proposals(&app.store, &cmcp_matching::Settings::default()).await?;
+    // Who belongs where decides link or request to join.
+    cmcp_matching::refresh_all_suggestions(&app.store).await?;
     if json {
         println!(
             "{}",

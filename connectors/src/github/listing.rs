@@ -29,6 +29,7 @@ use tokio::sync::mpsc::Sender;
 use url::Url;
 
 use super::first_commit::RootKey;
+use super::permissions::Writable;
 use super::{GithubConnector, MAX_PER_PAGE, PLATFORM, mapping, model, scopes};
 
 /// The largest organisation the fleet plans for (`DESIGN.md`: 100,000
@@ -44,7 +45,7 @@ use crate::error::{ConnectorError, Result};
 
 /// Names the cached-page format in the cache key: a change to the kept
 /// fields (or to the mapping) changes it, so stale copies are never read.
-const CACHE_FORMAT: &str = "github-repos-v2";
+const CACHE_FORMAT: &str = "github-repos-v3";
 /// The repository fields kept in the cache: what [`model::Repo`] reads.
 const REPO_FIELDS: &[&str] = &[
     "id",
@@ -60,6 +61,7 @@ const REPO_FIELDS: &[&str] = &[
     "visibility",
     "default_branch",
     "pushed_at",
+    "permissions",
 ];
 /// The owner fields kept: what [`model::Owner`] reads.
 const OWNER_FIELDS: &[&str] = &["login", "id", "html_url"];
@@ -106,6 +108,16 @@ struct Page {
     url: Url,
     /// What to ask each record's root commit by (record index, key).
     roots: Vec<(usize, RootKey)>,
+    /// Repositories the caller may write to.
+    writable: Writable,
+}
+
+/// What the pages told beyond their records, summed over the listing.
+#[derive(Default)]
+struct Notes {
+    /// Items refused as outside the tenant.
+    foreign: u64,
+    writable: Writable,
 }
 
 /// Errors that end the whole listing rather than making it partial.
@@ -134,7 +146,7 @@ impl GithubConnector {
         let host = self.tenant.clone();
 
         let mut tally = Tally::new("repositories");
-        let mut foreign = 0u64;
+        let mut notes = Notes::default();
         let first_url = self.repos_url();
         let first = match self.fetch_page(&first_url, 1, &host, counters).await {
             Ok(p) => Some(p),
@@ -151,7 +163,7 @@ impl GithubConnector {
             let last = self.last_page(&first, &mut tally);
             let next = link::next_url(&first.headers, &first.url);
             let first_url = first.url.clone();
-            self.take(first, sink, &mut scopes, &mut tally, &mut foreign)
+            self.take(first, sink, &mut scopes, &mut tally, &mut notes)
                 .await?;
             match (last, next) {
                 (Some((last_url, n)), _) => {
@@ -163,7 +175,7 @@ impl GithubConnector {
                         counters,
                         &mut scopes,
                         &mut tally,
-                        &mut foreign,
+                        &mut notes,
                     )
                     .await?;
                 }
@@ -176,7 +188,7 @@ impl GithubConnector {
                         counters,
                         &mut scopes,
                         &mut tally,
-                        &mut foreign,
+                        &mut notes,
                     )
                     .await?;
                 }
@@ -184,11 +196,14 @@ impl GithubConnector {
             }
         }
 
-        let risks = scopes
-            .as_deref()
-            .and_then(scopes::write_scope_risk)
-            .into_iter()
-            .collect();
+        // A classic token's scopes decide; without them (a fine-grained
+        // or App token) the repositories' permissions do.
+        let risks = match scopes.as_deref() {
+            Some(s) => scopes::write_scope_risk(s),
+            None => notes.writable.risk(),
+        }
+        .into_iter()
+        .collect();
         let items = tally.admitted();
         let failures = tally.finish(true);
         let report = ListingReport {
@@ -196,12 +211,12 @@ impl GithubConnector {
             figures: counters.figures(),
             failures,
             risks,
-            skipped_foreign: foreign,
+            skipped_foreign: notes.foreign,
         };
         tracing::info!(
             pages = report.figures.pages,
             repos = items,
-            skipped_foreign = foreign,
+            skipped_foreign = notes.foreign,
             requests = report.figures.requests,
             not_modified = report.figures.not_modified,
             retries = report.figures.retries,
@@ -270,7 +285,7 @@ impl GithubConnector {
         counters: &Counters,
         scopes: &mut Option<Vec<String>>,
         tally: &mut Tally,
-        foreign: &mut u64,
+        notes: &mut Notes,
     ) -> Result<()> {
         let stop = AtomicBool::new(false);
         let width = self.client.http().config().max_concurrency.max(1);
@@ -294,7 +309,7 @@ impl GithubConnector {
             match result {
                 None => {}
                 Some(Ok(page)) if fatal.is_none() => {
-                    if let Err(e) = self.take(page, sink, scopes, tally, foreign).await {
+                    if let Err(e) = self.take(page, sink, scopes, tally, notes).await {
                         stop.store(true, Ordering::SeqCst);
                         fatal = Some(e);
                     }
@@ -328,7 +343,7 @@ impl GithubConnector {
         counters: &Counters,
         scopes: &mut Option<Vec<String>>,
         tally: &mut Tally,
-        foreign: &mut u64,
+        notes: &mut Notes,
     ) -> Result<()> {
         let mut seen_urls = HashSet::from([first_url.to_string(), self.repos_url().to_string()]);
         let mut next = Some(next);
@@ -363,7 +378,7 @@ impl GithubConnector {
                 }
             };
             next = link::next_url(&page.headers, &page.url);
-            self.take(page, sink, scopes, tally, foreign).await?;
+            self.take(page, sink, scopes, tally, notes).await?;
         }
         Ok(())
     }
@@ -401,7 +416,7 @@ impl GithubConnector {
         sink: &Sender<Vec<SpaceRecord>>,
         scopes: &mut Option<Vec<String>>,
         tally: &mut Tally,
-        foreign: &mut u64,
+        notes: &mut Notes,
     ) -> Result<()> {
         if let Some(s) = scopes::scopes(&page.headers) {
             *scopes = Some(s);
@@ -409,7 +424,8 @@ impl GithubConnector {
         for f in page.failures {
             tally.fail(f);
         }
-        *foreign += page.foreign;
+        notes.foreign += page.foreign;
+        notes.writable.merge(page.writable);
         let at = format!("page {}", page.number);
         let records: Vec<SpaceRecord> = page
             .records
@@ -531,6 +547,7 @@ impl GithubConnector {
         let mut failures = Vec::new();
         let mut foreign = 0;
         let mut roots = Vec::new();
+        let mut writable = Writable::default();
         for (i, item) in items.into_iter().enumerate() {
             let repo = match serde_json::from_value::<model::Repo>(item) {
                 Ok(r) => r,
@@ -542,6 +559,7 @@ impl GithubConnector {
             if mapping::foreign_host(mapping::repo_hosts(&repo), host).is_some() {
                 foreign += 1;
             }
+            writable.note(&repo.full_name, repo.permissions.as_ref());
             match mapping::repo_record(&repo, host) {
                 Ok(r) => {
                     roots.push((records.len(), RootKey::of(&repo)));
@@ -558,6 +576,7 @@ impl GithubConnector {
             headers,
             url,
             roots,
+            writable,
         }
     }
 }

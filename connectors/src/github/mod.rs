@@ -20,6 +20,7 @@ mod first_commit;
 mod listing;
 pub mod mapping;
 pub mod model;
+pub mod permissions;
 pub mod scopes;
 pub mod user;
 pub mod webhook;

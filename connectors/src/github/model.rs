@@ -49,6 +49,10 @@ pub struct Repo {
     pub default_branch: Option<String>,
     #[serde(default)]
     pub pushed_at: Option<String>,
+    /// What the caller may do with it; write access is a risk
+    /// ([`super::permissions`]).
+    #[serde(default)]
+    pub permissions: Option<super::permissions::Permissions>,
 }
 
 /// The `owner` of a repository: the organisation for an org listing.

@@ -14,6 +14,7 @@ use cmcp_domain::{RiskNotice, Token};
 use serde::Deserialize;
 
 use super::client::GithubClient;
+use super::permissions::Writable;
 use super::{GithubConnector, scopes};
 use crate::common::config::HttpConfig;
 use crate::common::http::Counters;
@@ -71,20 +72,50 @@ pub struct TokenCheck {
 
 /// Checks a personal token before anything is stored: `GET /user` names
 /// the account, and a classic token's `X-OAuth-Scopes` tells whether it can
-/// write. A write-capable token is accepted, with its risk.
+/// write; a token without that header (fine-grained) is judged by the
+/// `permissions` of the first page of what it lists
+/// ([`super::permissions`]). A write-capable token is accepted, with its
+/// risk.
 pub async fn check_token(base_url: &str, token: &Token, cfg: HttpConfig) -> Result<TokenCheck> {
+    let per_page = cfg.per_page.min(super::MAX_PER_PAGE);
     let client = GithubClient::new(base_url, token, cfg)?;
-    let (user, scopes) = read_user(&client, &Counters::default()).await?;
-    let risks = scopes
-        .as_deref()
-        .and_then(scopes::write_scope_risk)
-        .into_iter()
-        .collect();
+    let counters = Counters::default();
+    let (user, scopes) = read_user(&client, &counters).await?;
+    let risk = match scopes.as_deref() {
+        Some(s) => scopes::write_scope_risk(s),
+        None => first_page_writable(&client, per_page, &counters)
+            .await?
+            .risk(),
+    };
+    let risks = risk.into_iter().collect();
     Ok(TokenCheck {
         login: user.login,
         id: user.id,
         risks,
     })
+}
+
+/// The repositories of the first page of `GET /user/repos` that report
+/// write access.
+async fn first_page_writable(
+    client: &GithubClient,
+    per_page: u32,
+    counters: &Counters,
+) -> Result<Writable> {
+    let mut url = client.endpoint(&["user", "repos"]);
+    url.query_pairs_mut()
+        .append_pair("affiliation", AFFILIATIONS)
+        .append_pair("per_page", &per_page.to_string());
+    let fetched = client
+        .http()
+        .get_json::<Vec<super::model::Repo>>(&url, counters)
+        .await
+        .map_err(|ex| ex.error)?;
+    let mut writable = Writable::default();
+    for repo in &fetched.value {
+        writable.note(&repo.full_name, repo.permissions.as_ref());
+    }
+    Ok(writable)
 }
 
 /// `GET /user` and its scopes header.

@@ -277,7 +277,10 @@ impl Store {
                 aliases.entry(a.space_address.clone()).or_default().push(a);
             }
         }
-        let places = self.mapped_places().await?;
+        // The company's mappings, and the links this person accepted for
+        // their own spaces (only they see those spaces).
+        let mut places = self.mapped_places().await?;
+        places.extend(self.person_links(person).await?);
         let none = Vec::new();
         Ok(spaces
             .into_iter()

@@ -41,6 +41,7 @@ mod schedule;
 mod sightings;
 mod spaces;
 mod stored_delivery;
+mod suggestions;
 mod visibility;
 mod webhooks;
 
@@ -73,6 +74,10 @@ pub use sightings::{
 };
 pub use spaces::{AliasRow, PageStats, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
+pub use suggestions::{
+    NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow,
+    SuggestionState,
+};
 pub use visibility::Viewer;
 pub use webhooks::{
     DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,

@@ -24,6 +24,11 @@ pub struct PlaceInput {
     /// Extra names the place is known by.
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// The person ids that belong to the place: a suggestion to it is a
+    /// link for them and a request to join for anyone else. Absent keeps
+    /// the members the place has; a list (even empty) replaces them.
+    #[serde(default)]
+    pub members: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -129,6 +134,12 @@ fn validate(p: &PlaceInput) -> Result<()> {
     if p.name.trim().is_empty() {
         return invalid(format!("empty name of place {}", p.id));
     }
+    for m in p.members.iter().flatten() {
+        let m = m.trim();
+        if m.is_empty() || m.len() > 200 || m.chars().any(char::is_control) {
+            return invalid(format!("member {m:?} of place {}", p.id));
+        }
+    }
     Ok(())
 }
 
@@ -183,10 +194,29 @@ impl Store {
             for a in aliases {
                 active.entry(a.place_id).or_default().insert((a.kind, a.value, a.raw));
             }
+            let member_rows: Vec<(String, String)> =
+                sqlx::query_as("SELECT place_id, person FROM place_members")
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let mut members: HashMap<String, BTreeSet<String>> = HashMap::new();
+            for (place, person) in member_rows {
+                members.entry(place).or_default().insert(person);
+            }
             for p in places {
                 let key = p.key.as_deref().map(str::trim).filter(|k| !k.is_empty());
                 let want = wanted_aliases(p);
                 let have = active.remove(&p.id).unwrap_or_default();
+                let had_members = members.remove(&p.id).unwrap_or_default();
+                let want_members: BTreeSet<String> = match &p.members {
+                    None => had_members.clone(),
+                    Some(list) => list.iter().map(|m| m.trim().to_owned()).collect(),
+                };
+                for gone in had_members.difference(&want_members) {
+                    sqlx::query("DELETE FROM place_members WHERE place_id = $1 AND person = $2")
+                        .bind(&p.id).bind(gone)
+                        .execute(&mut *tx).await?;
+                }
+                let joined: Vec<&String> = want_members.difference(&had_members).collect();
                 match existing.get(&p.id) {
                     None => {
                         sqlx::query(
@@ -196,13 +226,24 @@ impl Store {
                         .bind(&p.id).bind(&p.kind).bind(p.name.trim()).bind(key).bind(now)
                         .execute(&mut *tx).await?;
                         figures.created += 1;
+                        for person in &joined {
+                            sqlx::query("INSERT INTO place_members (place_id, person, added_at) VALUES ($1, $2, $3)")
+                                .bind(&p.id).bind(*person).bind(now)
+                                .execute(&mut *tx).await?;
+                        }
                     }
                     Some(row) => {
                         let same = row.kind == p.kind
                             && row.name == p.name.trim()
                             && row.key.as_deref() == key
                             && !row.is_retired()
-                            && have == want;
+                            && have == want
+                            && had_members == want_members;
+                        for person in &joined {
+                            sqlx::query("INSERT INTO place_members (place_id, person, added_at) VALUES ($1, $2, $3)")
+                                .bind(&p.id).bind(*person).bind(now)
+                                .execute(&mut *tx).await?;
+                        }
                         if same {
                             figures.unchanged += 1;
                             continue;
@@ -272,6 +313,24 @@ impl Store {
             .await?
         });
         Ok(raws.into_iter().map(PlaceRow::from).collect())
+    }
+
+    /// The ids of the places `person` is a member of.
+    pub async fn places_of(&self, person: &str) -> Result<BTreeSet<String>> {
+        let rows: Vec<(String,)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT place_id FROM place_members WHERE person = $1")
+                .bind(person).fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(|(p,)| p).collect())
+    }
+
+    /// The members of `place`, by person id.
+    pub async fn place_members(&self, place: &str) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT person FROM place_members WHERE place_id = $1 ORDER BY person")
+                .bind(place).fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(|(p,)| p).collect())
     }
 
     /// Every alias of every place, retired ones included.

@@ -40,6 +40,7 @@ async fn with_places(s: &Store) {
             name: id.to_uppercase(),
             key: None,
             aliases: vec![],
+            members: None,
         })
         .collect();
     s.put_places(&places, "cli").await.unwrap();
@@ -178,6 +179,7 @@ async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
             name: "SEARCH".to_owned(),
             key: None,
             aliases: vec![],
+            members: None,
         }],
         "cli",
     )

@@ -1,0 +1,390 @@
+//! A person's suggestions over real HTTP: only that person (or a service
+//! naming them) lists and answers them, answers are audited and checked
+//! against the OpenAPI document, a declined one comes back only with new
+//! evidence, an accepted link shows in the manifest, and requests reach
+//! the ADMINs alone.
+
+use cmcp_admin::{create_key, create_key_for};
+use cmcp_domain::{Owner, SpaceRecord};
+use cmcp_registry::testing::TestDb;
+use cmcp_registry::{Decision, Store};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::api::{Server, serve};
+use crate::openapi_check::{response_schema, violations};
+use crate::support::{connection, connection_of, project, proposals, put, refresh, repo};
+
+both_backends!(
+    suggestions_are_the_persons_alone_and_answers_are_audited,
+    requests_reach_the_admins_alone,
+);
+
+/// The company's Payments project (mapped to place `pay`) with its repo;
+/// alice's mirror of that repo (same remote) and her notes.
+pub async fn seed(store: &Store) {
+    connection(store, "bb").await;
+    let alice = Owner::Person("alice".into());
+    connection_of(store, "bb-alice", alice.clone()).await;
+    let pay = project(1, "PAY", "Payments");
+    put(
+        store,
+        &[
+            pay.clone(),
+            repo(1, &pay, "billing", "git@bitbucket.org:acme/billing.git"),
+        ],
+    )
+    .await;
+    let mirror = repo(
+        2,
+        &pay,
+        "billing-mirror",
+        "git@bitbucket.org:acme/billing.git",
+    );
+    let notes = repo(3, &pay, "notes", "git@bitbucket.org:alice/notes.git");
+    let private: Vec<SpaceRecord> = [mirror, notes]
+        .into_iter()
+        .map(|r| SpaceRecord {
+            container: None,
+            ..r
+        })
+        .collect();
+    store
+        .apply_page("bb-alice", &alice, &private)
+        .await
+        .unwrap();
+    store
+        .put_places(
+            &[crate::support::place("pay", "Payments", Some("PAY"))],
+            "t",
+        )
+        .await
+        .unwrap();
+    refresh(store).await;
+    let ids: Vec<i64> = proposals(store, "proposed")
+        .await
+        .iter()
+        .filter(|p| p.container.to_string() == "space:bitbucket-project:acme/p-1")
+        .map(|p| p.id)
+        .collect();
+    store
+        .decide_proposals(&ids, Decision::Approve, "admin", None)
+        .await
+        .unwrap();
+    cmcp_matching::refresh_suggestions(store, "alice")
+        .await
+        .unwrap();
+}
+
+async fn call(
+    srv: &Server,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = srv
+        .http
+        .request(method, format!("{}{path}", srv.base))
+        .bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Calls and checks the answer against the document's schema for it.
+async fn checked(
+    srv: &Server,
+    doc: &Value,
+    (method, template): (Method, &str),
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let (status, answer) = call(srv, method.clone(), path, key, body).await;
+    let schema = response_schema(
+        doc,
+        &method.as_str().to_lowercase(),
+        template,
+        status.as_u16(),
+    );
+    let wrong = violations(doc, schema, &answer, "$");
+    assert!(wrong.is_empty(), "{path} ({status}): {wrong:?} in {answer}");
+    (status, answer)
+}
+
+async fn member(store: &Store, person: &str) -> String {
+    create_key_for(store, person, "member", &[], Some(person), "test")
+        .await
+        .unwrap()
+        .1
+}
+
+async fn admin(store: &Store) -> String {
+    create_key(store, "admin", "admin", &["mappings".to_owned()], "test")
+        .await
+        .unwrap()
+        .1
+}
+
+const LIST: &str = "/v1/people/{person}/suggestions";
+const DECIDE: &str = "/v1/people/{person}/suggestions/{id}";
+const REQUESTS: &str = "/v1/people/{person}/requests";
+
+async fn suggestions_are_the_persons_alone_and_answers_are_audited(db: TestDb) {
+    seed(&db.store).await;
+    let srv = serve(&db).await;
+    let alice = member(&db.store, "alice").await;
+    let bob = member(&db.store, "bob").await;
+    let admin = admin(&db.store).await;
+    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None)
+        .await
+        .1;
+    let get = (Method::GET, LIST);
+    let post = (Method::POST, DECIDE);
+
+    let (status, list) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let items = list.as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    let s = &items[0];
+    assert_eq!(
+        (
+            s["kind"].as_str(),
+            s["state"].as_str(),
+            s["place_id"].as_str()
+        ),
+        (Some("request-to-join"), Some("open"), Some("pay"))
+    );
+    assert_eq!(s["space"], "space:bitbucket-repo:acme/r-2");
+    assert_eq!(s["evidence"][0]["kind"], "same-fingerprint");
+    let id = s["id"].as_i64().unwrap();
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/alice/suggestions",
+        &bob,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, none) = checked(
+        &srv,
+        &doc,
+        get.clone(),
+        "/v1/people/bob/suggestions",
+        &bob,
+        None,
+    )
+    .await;
+    assert_eq!(none, json!([]), "bob gets nothing about alice");
+
+    let at = format!("/v1/people/alice/suggestions/{id}");
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &bob,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let bobs = format!("/v1/people/bob/suggestions/{id}");
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &bobs,
+        &bob,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "not bob's");
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "maybe"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, d) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "decline"})),
+    )
+    .await;
+    assert_eq!(
+        (status, d["state"].as_str()),
+        (StatusCode::OK, Some("declined"))
+    );
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        &at,
+        &alice,
+        Some(json!({"decision": "accept"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "already decided");
+    // The same evidence again: still declined.
+    cmcp_matching::refresh_suggestions(&db.store, "alice")
+        .await
+        .unwrap();
+    let (_, list) = call(
+        &srv,
+        Method::GET,
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(list[0]["state"], "declined");
+
+    // Alice joins the place (the ADMIN's import): a link, offered again.
+    let places = json!([{"id": "pay", "kind": "project", "name": "Payments", "key": "PAY", "members": ["alice"]}]);
+    let (status, body) = call(&srv, Method::PUT, "/v1/places", &admin, Some(places)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, list) = call(
+        &srv,
+        Method::GET,
+        "/v1/people/alice/suggestions",
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (list[0]["kind"].as_str(), list[0]["state"].as_str()),
+        (Some("link"), Some("open"))
+    );
+    let (status, d) = checked(
+        &srv,
+        &doc,
+        post,
+        &at,
+        &alice,
+        Some(json!({"decision": "accept"})),
+    )
+    .await;
+    assert_eq!(
+        (status, d["state"].as_str()),
+        (StatusCode::OK, Some("accepted"))
+    );
+    let (_, m) = call(&srv, Method::GET, "/v1/people/alice/manifest", &alice, None).await;
+    let mirror = m["spaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["address"] == "space:bitbucket-repo:acme/r-2")
+        .unwrap();
+    assert_eq!(mirror["place"]["path"], "project/pay", "{mirror}");
+    // No company mapping came of it.
+    let mappings = db.store.list_mappings().await.unwrap();
+    assert!(
+        mappings
+            .iter()
+            .all(|m| m.space_address != "space:bitbucket-repo:acme/r-2")
+    );
+    let (_, audit) = call(&srv, Method::GET, "/v1/audit", &admin, None).await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert!(
+        actions.contains(&"suggestion.decline") && actions.contains(&"suggestion.link"),
+        "{actions:?}"
+    );
+}
+
+async fn requests_reach_the_admins_alone(db: TestDb) {
+    seed(&db.store).await;
+    let srv = serve(&db).await;
+    let alice = member(&db.store, "alice").await;
+    let bob = member(&db.store, "bob").await;
+    let admin = admin(&db.store).await;
+    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None)
+        .await
+        .1;
+    let post = (Method::POST, REQUESTS);
+    let notes = json!({"space": "space:bitbucket-repo:acme/r-3", "name": "Notes"});
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/bob/requests",
+        &bob,
+        Some(notes.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "not bob's space");
+    let mirror = json!({"space": "space:bitbucket-repo:acme/r-2"});
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/alice/requests",
+        &alice,
+        Some(mirror),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "the mirror matches a place"
+    );
+    let (status, r) = checked(
+        &srv,
+        &doc,
+        post.clone(),
+        "/v1/people/alice/requests",
+        &alice,
+        Some(notes.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    assert_eq!(
+        (r["kind"].as_str(), r["create_name"].as_str()),
+        (Some("request-to-create"), Some("Notes"))
+    );
+    let (status, _) = checked(
+        &srv,
+        &doc,
+        post,
+        "/v1/people/alice/requests",
+        &alice,
+        Some(notes),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "asked once");
+
+    let list = (Method::GET, "/v1/requests");
+    for k in [&alice, &bob] {
+        let (status, _) = checked(&srv, &doc, list.clone(), "/v1/requests", k, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+    }
+    let (status, all) = checked(&srv, &doc, list, "/v1/requests", &admin, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+    assert_eq!(all[0]["person"], "alice");
+}

@@ -1,0 +1,288 @@
+//! A person's suggestions: each of their private spaces against the
+//! company spaces that have an approved mapping (their own or their
+//! container's), on the rungs that name the same code or the same work:
+//! same remote, same host repo id, same first commit, or a mapped Jira key.
+//! Names alone never suggest anything to a person: a private repo called
+//! "api" says nothing about the company's "api".
+//!
+//! The round is the person's alone: it reads the company's mappings and
+//! writes only that person's suggestions, never a mapping or a proposal
+//! (DESIGN rule 6).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
+use cmcp_registry::store::normalise_place_key;
+use cmcp_registry::{NewSuggestion, Store, SuggestionFigures, SuggestionKind};
+
+use crate::Result;
+use crate::evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
+use crate::ladder::{Place, Space, jira_prefix};
+use crate::refresh::{load_input, spaces_from_rows};
+
+/// One private space matching one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    pub space: SpaceAddress,
+    pub space_name: String,
+    pub place: String,
+    pub evidence: Vec<Evidence>,
+    pub confidence: u8,
+}
+
+/// Every (private space, place) pair with evidence, strongest evidence
+/// first within a pair. `company` are the company's spaces, `mappings`
+/// their approved mappings; retired places are left out.
+pub fn suggest(
+    places: &[Place],
+    company: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    private: &[Space],
+) -> Vec<Match> {
+    let active: HashSet<&str> = places
+        .iter()
+        .filter(|p| !p.retired)
+        .map(|p| p.id.as_str())
+        .collect();
+    let effective = |s: &Space| -> Option<&str> {
+        mappings
+            .get(&s.address)
+            .or_else(|| s.container.as_ref().and_then(|c| mappings.get(c)))
+            .map(String::as_str)
+            .filter(|p| active.contains(p))
+    };
+    let mut by_print: HashMap<(AliasKind, &str), Vec<(&SpaceAddress, &str)>> = HashMap::new();
+    let mut jira: HashMap<String, (&SpaceAddress, &str)> = HashMap::new();
+    for s in company {
+        let Some(place) = effective(s) else { continue };
+        for (kind, value) in &s.fingerprints {
+            by_print
+                .entry((*kind, value.as_str()))
+                .or_default()
+                .push((&s.address, place));
+        }
+        if s.address.kind() == SpaceKind::JiraProject
+            && let Some(key) = &s.key
+        {
+            jira.insert(normalise_place_key(key), (&s.address, place));
+        }
+    }
+    let mut out = Vec::new();
+    for p in private {
+        let mut found: BTreeMap<&str, Vec<Evidence>> = BTreeMap::new();
+        for (kind, value) in &p.fingerprints {
+            for (mapped, place) in by_print.get(&(*kind, value.as_str())).into_iter().flatten() {
+                let mapped_space = mapped.to_string();
+                let e = match kind {
+                    AliasKind::FirstCommit => Evidence::SameFirstCommit {
+                        sha: value.clone(),
+                        mapped_space,
+                    },
+                    AliasKind::HostId => Evidence::SameFingerprint {
+                        what: FingerprintKind::HostRepoId,
+                        value: value.clone(),
+                        mapped_space,
+                    },
+                    _ => Evidence::SameFingerprint {
+                        what: FingerprintKind::GitRemote,
+                        value: value.clone(),
+                        mapped_space,
+                    },
+                };
+                let list = found.entry(place).or_default();
+                if !list.contains(&e) {
+                    list.push(e);
+                }
+            }
+        }
+        let keys = p
+            .key
+            .iter()
+            .map(|k| normalise_place_key(k))
+            .chain(jira_prefix(&p.name));
+        for key in keys {
+            if let Some((project, place)) = jira.get(&key) {
+                let e = Evidence::JiraKey {
+                    key: key.clone(),
+                    jira_project: project.to_string(),
+                    example_repo: p.name.clone(),
+                };
+                let list = found.entry(place).or_default();
+                if !list.contains(&e) {
+                    list.push(e);
+                }
+            }
+        }
+        for (place, mut evidence) in found {
+            evidence.sort_by_key(|e| std::cmp::Reverse(e.confidence()));
+            out.push(Match {
+                space: p.address.clone(),
+                space_name: p.name.clone(),
+                place: place.to_owned(),
+                confidence: combined_confidence(&evidence),
+                evidence,
+            });
+        }
+    }
+    out
+}
+
+/// A match as `person` is offered it: a link to a place they belong to,
+/// a request to join any other.
+pub fn to_new_suggestion(
+    m: &Match,
+    member_of: &HashSet<String>,
+    place_names: &HashMap<&str, &str>,
+) -> NewSuggestion {
+    let kind = if member_of.contains(&m.place) {
+        SuggestionKind::Link
+    } else {
+        SuggestionKind::RequestToJoin
+    };
+    let label = place_names
+        .get(m.place.as_str())
+        .copied()
+        .unwrap_or(m.place.as_str());
+    NewSuggestion {
+        space_address: m.space.clone(),
+        place_id: m.place.clone(),
+        kind,
+        evidence: serde_json::to_value(&m.evidence).unwrap_or_default(),
+        evidence_text: m.evidence.iter().map(|e| e.words(label)).collect(),
+        confidence: i64::from(m.confidence),
+        // The kind is part of what was suggested: a request to join that
+        // becomes a link (the person joined) is new evidence.
+        evidence_hash: evidence_hash(&format!("{kind}:{}", m.place), &m.evidence),
+    }
+}
+
+/// Recomputes and stores `person`'s suggestions (after a sync of one of
+/// their connections).
+pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<SuggestionFigures> {
+    let (places, company, mappings) = load_input(store).await?;
+    refresh_one(store, person, &places, &company, &mappings).await
+}
+
+/// [`refresh_suggestions`] for everyone with a private space (after an
+/// import of places changed who belongs where).
+pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
+    let (places, company, mappings) = load_input(store).await?;
+    let people = store.people_with_private_spaces().await?;
+    for person in &people {
+        refresh_one(store, person, &places, &company, &mappings).await?;
+    }
+    Ok(people.len() as u64)
+}
+
+async fn refresh_one(
+    store: &Store,
+    person: &str,
+    places: &[Place],
+    company: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+) -> Result<SuggestionFigures> {
+    let private = spaces_from_rows(
+        store.person_match_spaces(person).await?,
+        store.person_match_aliases(person).await?,
+    );
+    let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();
+    let names: HashMap<&str, &str> = places
+        .iter()
+        .map(|p| (p.id.as_str(), p.name.as_str()))
+        .collect();
+    let round: Vec<NewSuggestion> = suggest(places, company, mappings, &private)
+        .iter()
+        .map(|m| to_new_suggestion(m, &member_of, &names))
+        .collect();
+    let figures = store.sync_suggestions(person, &round).await?;
+    tracing::info!(
+        private_spaces = private.len(),
+        suggested = round.len(),
+        opened = figures.opened,
+        reopened = figures.reopened,
+        withdrawn = figures.withdrawn,
+        "suggestions refreshed"
+    );
+    Ok(figures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(kind: SpaceKind, id: &str) -> SpaceAddress {
+        SpaceAddress::new(kind, "github.com", id).unwrap()
+    }
+
+    fn space(a: SpaceAddress, name: &str, container: Option<SpaceAddress>) -> Space {
+        Space {
+            address: a,
+            name: name.to_owned(),
+            container,
+            key: None,
+            fingerprints: Vec::new(),
+        }
+    }
+
+    fn place(id: &str, retired: bool) -> Place {
+        Place {
+            id: id.to_owned(),
+            name: id.to_uppercase(),
+            key: None,
+            retired,
+            aliases: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_shared_root_commit_through_the_container_mapping_suggests_its_place() {
+        let org = addr(SpaceKind::GithubOrg, "1");
+        let mut api = space(addr(SpaceKind::GithubRepo, "10"), "api", Some(org.clone()));
+        api.fingerprints
+            .push((AliasKind::FirstCommit, "abc".into()));
+        let mut fork = space(addr(SpaceKind::GithubRepo, "20"), "api-fork", None);
+        fork.fingerprints
+            .push((AliasKind::FirstCommit, "abc".into()));
+        let notes = space(addr(SpaceKind::GithubRepo, "21"), "api", None);
+        let mappings = HashMap::from([(org.clone(), "payments".to_owned())]);
+        let places = [place("payments", false)];
+        let got = suggest(&places, &[api], &mappings, &[fork.clone(), notes]);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].space.clone(), got[0].place.as_str()),
+            (fork.address, "payments")
+        );
+        assert!(matches!(
+            got[0].evidence[0],
+            Evidence::SameFirstCommit { .. }
+        ));
+        // A retired place suggests nothing.
+        let retired = [place("payments", true)];
+        assert!(suggest(&retired, &[], &mappings, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_mapped_jira_key_in_the_name_suggests_its_place() {
+        let mut jira = space(
+            SpaceAddress::new(SpaceKind::JiraProject, "acme.atlassian.net", "10001").unwrap(),
+            "Payments",
+            None,
+        );
+        jira.key = Some("PAY".into());
+        let mappings = HashMap::from([(jira.address.clone(), "payments".to_owned())]);
+        let mine = space(addr(SpaceKind::GithubRepo, "30"), "PAY-42-spike", None);
+        let got = suggest(&[place("payments", false)], &[jira], &mappings, &[mine]);
+        assert_eq!(got.len(), 1);
+        assert!(matches!(&got[0].evidence[0], Evidence::JiraKey { key, .. } if key == "PAY"));
+        let member: HashSet<String> = ["payments".to_owned()].into();
+        let names = HashMap::new();
+        assert_eq!(
+            to_new_suggestion(&got[0], &member, &names).kind,
+            SuggestionKind::Link
+        );
+        assert_eq!(
+            to_new_suggestion(&got[0], &HashSet::new(), &names).kind,
+            SuggestionKind::RequestToJoin
+        );
+    }
+}
