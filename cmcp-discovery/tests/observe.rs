@@ -1,5 +1,5 @@
-//! Every process observable, with the real binary: `serve` and
-//! `worker --listen` on one store (SQLite file, or PostgreSQL when
+//! Every process observable, with the real binary: `serve`,
+//! `worker --listen` and `gateway` on one store (SQLite file, or PostgreSQL when
 //! configured), a sync of a simulated GitHub org and a signed delivery (and
 //! a refused one). Then the union of both scrapes has every metric the
 //! issue names, histograms with buckets (never summaries), no token; every
@@ -217,11 +217,12 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     .unwrap();
     let secret = info["secret"].as_str().unwrap().to_owned();
 
-    let (serve_addr, worker_addr) = (free_addr(), free_addr());
+    let (serve_addr, worker_addr, gateway_addr) = (free_addr(), free_addr(), free_addr());
     let mut serve = fleet.start("serve", &["serve", "--listen", &serve_addr]);
     let mut worker = fleet.start("worker", &["worker", "--listen", &worker_addr]);
+    let mut gateway = fleet.start("gateway", &["gateway", "--listen", &gateway_addr]);
     let client = reqwest::Client::new();
-    for addr in [&serve_addr, &worker_addr] {
+    for addr in [&serve_addr, &worker_addr, &gateway_addr] {
         let url = format!("http://{addr}/readyz");
         eventually_within(
             "the process to be ready",
@@ -332,6 +333,7 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     for (name, process, addr) in [
         ("worker", &mut worker, &worker_addr),
         ("serve", &mut serve, &serve_addr),
+        ("gateway", &mut gateway, &gateway_addr),
     ] {
         let pid = process.0.id().to_string();
         let killed = std::process::Command::new("kill")
