@@ -1,5 +1,5 @@
-//! Every process observable, with the real binary: `serve` and
-//! `worker --listen` on one store (SQLite file, or PostgreSQL when
+//! Every process observable, with the real binary: `serve`,
+//! `worker --listen` and `gateway` on one store (SQLite file, or PostgreSQL when
 //! configured), a sync of a simulated GitHub org and a signed delivery (and
 //! a refused one). Then the union of both scrapes has every metric the
 //! issue names, histograms with buckets (never summaries), no token; every
@@ -158,7 +158,9 @@ fn referenced_names(text: &str) -> BTreeSet<String> {
 }
 
 fn deploy(path: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(path);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -195,7 +197,14 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     let fleet = Fleet { dir, env };
     let base = sim.base_url();
     fleet.run(&[
-        "connection", "add", "github", "--org", "acme", "--token-file", "token", "--base-url",
+        "connection",
+        "add",
+        "github",
+        "--org",
+        "acme",
+        "--token-file",
+        "token",
+        "--base-url",
         &base,
     ]);
     let info: serde_json::Value = serde_json::from_str(&fleet.run(&[
@@ -208,25 +217,33 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     .unwrap();
     let secret = info["secret"].as_str().unwrap().to_owned();
 
-    let (serve_addr, worker_addr) = (free_addr(), free_addr());
+    let (serve_addr, worker_addr, gateway_addr) = (free_addr(), free_addr(), free_addr());
     let mut serve = fleet.start("serve", &["serve", "--listen", &serve_addr]);
     let mut worker = fleet.start("worker", &["worker", "--listen", &worker_addr]);
+    let mut gateway = fleet.start("gateway", &["gateway", "--listen", &gateway_addr]);
     let client = reqwest::Client::new();
-    for addr in [&serve_addr, &worker_addr] {
+    for addr in [&serve_addr, &worker_addr, &gateway_addr] {
         let url = format!("http://{addr}/readyz");
-        eventually_within("the process to be ready", Duration::from_secs(60), || async {
-            get(&client, &url)
-                .await
-                .filter(|(s, _)| *s == 200)
-                .map(|_| ())
-        })
+        eventually_within(
+            "the process to be ready",
+            Duration::from_secs(60),
+            || async {
+                get(&client, &url)
+                    .await
+                    .filter(|(s, _)| *s == 200)
+                    .map(|_| ())
+            },
+        )
         .await;
     }
     let hook = format!("http://{serve_addr}/hooks/github/github-acme");
     let (_, worker_404) = get(&client, &format!("http://{worker_addr}/admin"))
         .await
         .unwrap();
-    assert!(!worker_404.contains("<form"), "a worker serves no admin screen");
+    assert!(
+        !worker_404.contains("<form"),
+        "a worker serves no admin screen"
+    );
 
     fleet.run(&["sync", "github-acme"]);
     let scrapes = || async {
@@ -299,7 +316,10 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     serde_json::from_str::<serde_json::Value>(&dashboard).expect("the dashboard is JSON");
     for (file, body) in [("rules", &rules), ("dashboard", &dashboard)] {
         let referenced = referenced_names(body);
-        assert!(referenced.len() > 10, "{file} names metrics: {referenced:?}");
+        assert!(
+            referenced.len() > 10,
+            "{file} names metrics: {referenced:?}"
+        );
         let unknown: Vec<_> = referenced.difference(&exported).collect();
         assert!(
             unknown.is_empty(),
@@ -313,6 +333,7 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     for (name, process, addr) in [
         ("worker", &mut worker, &worker_addr),
         ("serve", &mut serve, &serve_addr),
+        ("gateway", &mut gateway, &gateway_addr),
     ] {
         let pid = process.0.id().to_string();
         let killed = std::process::Command::new("kill")
@@ -321,16 +342,26 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
             .unwrap();
         assert!(killed.success());
         let ready = format!("http://{addr}/readyz");
-        let seen = eventually_within("/readyz 503 while draining", Duration::from_secs(30), || async {
-            let (status, body) = get(&client, &ready).await?;
-            (status == 503).then_some(body)
-        })
+        let seen = eventually_within(
+            "/readyz 503 while draining",
+            Duration::from_secs(30),
+            || async {
+                let (status, body) = get(&client, &ready).await?;
+                (status == 503).then_some(body)
+            },
+        )
         .await;
         assert_eq!(seen, "draining");
-        let (health, _) = get(&client, &format!("http://{addr}/healthz")).await.unwrap();
+        let (health, _) = get(&client, &format!("http://{addr}/healthz"))
+            .await
+            .unwrap();
         assert_eq!(health, 200, "a draining process is alive");
         let status = tokio::task::block_in_place(|| process.0.wait()).unwrap();
-        assert!(status.success(), "{name} exits cleanly: {}", fleet.log(name));
+        assert!(
+            status.success(),
+            "{name} exits cleanly: {}",
+            fleet.log(name)
+        );
         assert!(
             get(&client, &ready).await.is_none(),
             "{name}'s listener is closed after the drain"
@@ -340,7 +371,8 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
 
 /// `promtool check rules` when promtool is installed; otherwise a note.
 fn check_rules_with_promtool() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/prometheus/cmcp-discovery.rules.yml");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/prometheus/cmcp-discovery.rules.yml");
     match std::process::Command::new("promtool")
         .args(["check", "rules"])
         .arg(&path)

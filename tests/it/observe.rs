@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, ConnectionStatus, Owner, Platform, RunFigures, RunOutcome, RunTrigger, Token};
+use cmcp_domain::{
+    ConnectionSpec, ConnectionStatus, Owner, Platform, RunFigures, RunOutcome, RunTrigger, Token,
+};
 use cmcp_registry::NewConnection;
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection};
@@ -48,10 +50,20 @@ pub async fn the_sampler_reads_queues_connections_and_staleness(db: TestDb) {
     // one at most a few seconds old; the later one is not waiting yet.
     let queue = Queue::<SyncConnection>::new(store, &QueueConfig::default());
     let before_s = chrono::Utc::now().timestamp() - 1;
-    queue.push(SyncConnection::new("a", RunTrigger::Test), None, None).await.unwrap();
-    queue.push(SyncConnection::new("b", RunTrigger::Test), None, None).await.unwrap();
     queue
-        .push(SyncConnection::new("a", RunTrigger::Test), Some(Duration::from_secs(3600)), None)
+        .push(SyncConnection::new("a", RunTrigger::Test), None, None)
+        .await
+        .unwrap();
+    queue
+        .push(SyncConnection::new("b", RunTrigger::Test), None, None)
+        .await
+        .unwrap();
+    queue
+        .push(
+            SyncConnection::new("a", RunTrigger::Test),
+            Some(Duration::from_secs(3600)),
+            None,
+        )
         .await
         .unwrap();
     let counts = store.queue_job_counts().await.unwrap();
@@ -66,9 +78,15 @@ pub async fn the_sampler_reads_queues_connections_and_staleness(db: TestDb) {
         .find(|(q, _)| q == "sync-connection")
         .map(|(_, at)| *at)
         .expect("a due job");
-    assert!(due >= before_s && due <= now_s, "{due} in {before_s}..={now_s}");
+    assert!(
+        due >= before_s && due <= now_s,
+        "{due} in {before_s}..={now_s}"
+    );
     let none_due = store.oldest_waiting_jobs(before_s - 60).await.unwrap();
-    assert!(none_due.is_empty(), "nothing was due a minute ago: {none_due:?}");
+    assert!(
+        none_due.is_empty(),
+        "nothing was due a minute ago: {none_due:?}"
+    );
 
     let mut statuses = store.connection_status_counts().await.unwrap();
     statuses.sort();

@@ -13,8 +13,8 @@ pub mod metrics;
 pub mod verify;
 
 pub use drain::Drain;
-pub use metrics_exporter_prometheus::PrometheusHandle;
 pub use hooks::{GatewayConfig, Hooks};
+pub use metrics_exporter_prometheus::PrometheusHandle;
 
 pub use verify::{
     DriveChannel, Unverified, Verified, VerifyError, WebhookSecret, sign, verify_drive_channel,

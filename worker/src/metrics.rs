@@ -106,7 +106,8 @@ cmcp_domain::string_enum! {
 
 pub fn sync_run(platform: Option<Platform>, outcome: SyncJobOutcome, elapsed: Duration) {
     let platform = platform.map_or("unknown", Platform::as_str);
-    metrics::counter!(SYNC_RUNS, "platform" => platform, "outcome" => outcome.as_str()).increment(1);
+    metrics::counter!(SYNC_RUNS, "platform" => platform, "outcome" => outcome.as_str())
+        .increment(1);
     // A deferred job ran nothing: its few milliseconds would only blur
     // the durations of real runs.
     if outcome != SyncJobOutcome::Deferred {

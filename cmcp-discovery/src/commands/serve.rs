@@ -148,7 +148,10 @@ impl Stopping {
         tokio::spawn(async move {
             shutdown_signal().await;
             flag.start();
-            info!(grace_ms = grace.as_millis() as u64, "draining: /readyz answers 503");
+            info!(
+                grace_ms = grace.as_millis() as u64,
+                "draining: /readyz answers 503"
+            );
             let _ = signalled_tx.send(true);
             shutdown_signal().await;
             info!("second signal: stopping without the rest of the grace");

@@ -35,8 +35,8 @@ const KEPT: [u16; 16] = [
 /// The `status` label of an answer (`None`: no answer arrived).
 pub fn status_label(status: Option<u16>) -> &'static str {
     const NAMES: [&str; 16] = [
-        "200", "201", "204", "304", "400", "401", "403", "404", "409", "410", "422", "429",
-        "500", "502", "503", "504",
+        "200", "201", "204", "304", "400", "401", "403", "404", "409", "410", "422", "429", "500",
+        "502", "503", "504",
     ];
     let Some(code) = status else {
         return "error";

@@ -14,7 +14,9 @@ impl Store {
     /// `(queue, status, jobs)` for every queue and apalis status present.
     pub async fn queue_job_counts(&self) -> Result<Vec<(String, String, i64)>> {
         let sql = match self.backend() {
-            Backend::Sqlite => "SELECT job_type, status, COUNT(*) FROM Jobs GROUP BY job_type, status",
+            Backend::Sqlite => {
+                "SELECT job_type, status, COUNT(*) FROM Jobs GROUP BY job_type, status"
+            }
             Backend::Postgres => {
                 "SELECT job_type, status, COUNT(*) FROM apalis.jobs GROUP BY job_type, status"
             }
