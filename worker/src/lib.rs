@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod lease;
 pub mod people;
 pub mod private_cap;
+pub mod progress;
 pub mod push_channels;
 pub mod queue;
 pub mod retention;

@@ -9,6 +9,7 @@ mod health;
 mod keys;
 mod people;
 mod places;
+mod progress;
 mod reconcile;
 mod serve;
 mod spaces;

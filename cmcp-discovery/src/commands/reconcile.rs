@@ -39,7 +39,7 @@ pub async fn run(app: &App, connection: Option<&str>, wait: bool, timeout_secs: 
         let job = SyncConnection::awaited(id, RunTrigger::Reconcile);
         let run_id = job.run_id.clone().unwrap_or_default();
         app.queue().push(job, None, None).await?;
-        let run = sync_and_wait_for(app, &run_id, timeout).await?;
+        let run = sync_and_wait_for(app, &run_id, &format!("reconcile {id}"), timeout).await?;
         print_run(&run);
         if run.outcome != RunOutcome::Complete {
             failed.push(format!("{id} ended {}", run.outcome.as_str()));
