@@ -894,15 +894,20 @@ async fn people_link_github_checks_the_token_shows_its_risk_and_unlinks() {
         .await
         .unwrap();
     assert!(!out.status.success(), "bob may not unlink alice");
-    let out = run(args(&["people", "unlink", "alice", "gh-alice-alice"]))
-        .await
-        .unwrap();
+    let out = run(args(&[
+        "people",
+        "unlink",
+        "alice",
+        "gh-alice-alice",
+        "--json",
+    ]))
+    .await
+    .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("unlinked gh-alice-alice: token erased"),
-        "{stdout}"
-    );
+    let gone: serde_json::Value = serde_json::from_str(&stdout).expect("unlink as JSON");
+    assert_eq!(gone["connection"], "gh-alice-alice", "{gone}");
+    assert!(gone["sightings_removed"].as_u64().unwrap() >= 1, "{gone}");
     let out = run(args(&["people", "accounts", "alice"])).await.unwrap();
     assert!(!text(&out).0.contains("gh-alice-alice"));
 }

@@ -230,3 +230,78 @@ async fn runs_ended_by_an_error_record_the_requests_they_made() {
         text(&out).0
     );
 }
+
+/// Every command that prints data prints it as JSON with `--json`: a new
+/// key (with the key, once), a revoke, a reconcile queued and one waited
+/// for (its runs and the drift report), a secret rotation (without the
+/// secret) and a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_that_print_data_print_json() {
+    cmcp_tests::init_tls();
+    let sim = cmcp_fixtures::GithubSim::start(cmcp_fixtures::GithubSimConfig {
+        repos: 5,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..cmcp_fixtures::GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let (_dir, path) = setup(&sim, "[queue]\npoll_interval = \"100ms\"\n");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = run(&path, args);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    };
+
+    let key = json(&[
+        "keys", "create", "--role", "admin", "--powers", "mappings", "--name", "ops", "--json",
+    ]);
+    assert_eq!(key["role"], "admin", "{key}");
+    assert_eq!(key["name"], "ops", "{key}");
+    assert!(key["key"].as_str().unwrap().starts_with("cmcp_"), "{key}");
+    let id = key["id"].as_str().unwrap().to_owned();
+    let listed = json(&["keys", "list", "--json"]);
+    assert!(
+        !listed.to_string().contains(key["key"].as_str().unwrap()),
+        "the key is shown once: {listed}"
+    );
+    let revoked = json(&["keys", "revoke", &id, "--json"]);
+    assert_eq!(revoked["revoked_now"], true, "{revoked}");
+    let again = json(&["keys", "revoke", &id, "--json"]);
+    assert_eq!(again["revoked_now"], false, "{again}");
+
+    let queued = json(&["reconcile", "github-acme", "--json"]);
+    assert_eq!(queued["queued"], serde_json::json!(["github-acme"]));
+    let p = path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            &p,
+            &[
+                "reconcile",
+                "github-acme",
+                "--wait",
+                "--json",
+                "--timeout-secs",
+                "120",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let waited: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(waited["runs"][0]["outcome"], "complete", "{waited}");
+    assert_eq!(waited["runs"][0]["triggered_by"], "reconcile", "{waited}");
+    assert_eq!(
+        waited["drift"][0]["connection_id"], "github-acme",
+        "{waited}"
+    );
+
+    let rotated = json(&["connection", "rotate-secret", "github-acme", "--json"]);
+    assert_eq!(rotated["rotated"], true, "{rotated}");
+    assert!(rotated.get("secret").is_none(), "{rotated}");
+
+    let replayed = json(&["deliveries", "replay", "--failed", "--json"]);
+    assert_eq!(replayed["replayed"], serde_json::json!([]), "{replayed}");
+}

@@ -8,12 +8,21 @@ use crate::cli::{AddArgs, AddCmd, ConnectionCmd};
 
 pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
     match cmd {
-        ConnectionCmd::ConfirmMissing { connection, reason } => {
+        ConnectionCmd::ConfirmMissing {
+            connection,
+            reason,
+            json,
+        } => {
             let actor = format!("cli:{}", whoami());
             let marked = app
                 .store
                 .confirm_missing(&connection, &actor, &reason)
                 .await?;
+            if json {
+                let v = serde_json::json!({ "connection": connection, "marked_missing": marked });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
             println!("{connection}: {marked} spaces marked missing; the hold is over");
             Ok(())
         }

@@ -111,7 +111,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                     connection,
                     wait,
                     timeout_secs,
-                } => reconcile::run(&app, connection.as_deref(), wait, timeout_secs).await,
+                    json,
+                } => reconcile::run(&app, connection.as_deref(), wait, timeout_secs, json).await,
                 Command::Drift { connection, json } => {
                     reconcile::drift(&app, connection.as_deref(), json).await
                 }
