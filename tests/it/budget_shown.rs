@@ -23,7 +23,6 @@ pub async fn jira_and_drive_connections_have_the_budget_their_requests_spent(db:
     .await;
     let done = run_sync(&ctx, "jira-acme", RunTrigger::Test).await.unwrap();
     assert!(done.figures().unwrap().requests > 0);
-    let budgets = db.store.connection_budgets().await.unwrap();
     let store = db.store.clone();
     let h = DriveHarness::start(
         db,
