@@ -429,3 +429,113 @@ async fn queued_syncs_of_one_connection_never_overlap_across_worker_processes() 
     let recorded: u64 = runs.iter().map(|r| r.figures.requests).sum();
     assert_eq!(stats.requests, recorded, "{stats:?}");
 }
+
+/// An every-minute `[reconcile] schedule`, two worker processes of the
+/// binary on one PostgreSQL, two connections, for three minutes: each tick
+/// queues one reconcile per connection for the whole fleet, and each runs
+/// once, whichever process claimed it. (Takes about three and a half
+/// minutes: the ticks are real minutes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_connection_per_tick() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    init_tls();
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let key = hex::encode([6u8; 32]);
+    let cipher = Cipher::from_key_text(&key).unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 20,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let connections = ["github-acme", "github-acme-mirror"];
+    for id in connections {
+        db.store
+            .create_connection(
+                &cipher,
+                cmcp_registry::NewConnection {
+                    id: id.to_owned(),
+                    spec: cmcp_domain::ConnectionSpec {
+                        platform: cmcp_domain::Platform::Github,
+                        scope: "acme".into(),
+                        base_url: sim.base_url(),
+                    },
+                    owner: Owner::Company,
+                    token: cmcp_domain::Token::new(cmcp_tests::TOKEN),
+                    settings: serde_json::json!({}),
+                },
+                "test",
+            )
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{FLEET_CONFIG}\n[reconcile]\nschedule = \"* * * * *\"\nspread = \"0s\"\ncheck_every = \"1s\"\nprune_schedule = \"0 0 1 1 *\"\n"
+    );
+    std::fs::write(dir.path().join("fleet.toml"), config).unwrap();
+
+    // Start a few seconds into a minute, so no tick falls within the
+    // schedulers' first look back (one `check_every`).
+    let now = chrono::Utc::now().timestamp_millis();
+    let into_minute = now.rem_euclid(60_000);
+    if !(3_000..=40_000).contains(&into_minute) {
+        let wait = (60_000 - into_minute + 3_000).rem_euclid(60_000);
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+    let started = chrono::Utc::now().timestamp_millis();
+    let first_tick = (started / 60_000 + 1) * 60_000;
+    let ticks: Vec<i64> = (0..3).map(|i| first_tick + i * 60_000).collect();
+    let a = start_worker(dir.path(), &db.url, &key, "tick-a");
+    let b = start_worker(dir.path(), &db.url, &key, "tick-b");
+
+    let reconciles = |runs: Vec<cmcp_registry::SyncRunRow>| -> Vec<cmcp_registry::SyncRunRow> {
+        runs.into_iter()
+            .filter(|r| r.triggered_by == RunTrigger::Reconcile)
+            .collect()
+    };
+    // Until the third tick's runs are done, and well before a fourth tick.
+    let limit = Duration::from_millis((ticks[2] + 50_000 - started).max(1) as u64);
+    eventually_within(
+        "three finished reconciles of each connection",
+        limit,
+        || async {
+            for id in connections {
+                let runs = reconciles(db.store.list_runs(Some(id), 50).await.unwrap());
+                let done = runs
+                    .iter()
+                    .filter(|r| r.outcome != RunOutcome::Running)
+                    .count();
+                if done < 3 {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    drop((a, b));
+    assert!(
+        chrono::Utc::now().timestamp_millis() < ticks[2] + 60_000,
+        "stopped before a fourth tick"
+    );
+
+    let mut workers = std::collections::BTreeSet::new();
+    for id in connections {
+        let runs = reconciles(db.store.list_runs(Some(id), 50).await.unwrap());
+        assert_eq!(runs.len(), 3, "{id}: one reconcile per tick: {runs:#?}");
+        for tick in &ticks {
+            let at_tick: Vec<_> = runs
+                .iter()
+                .filter(|r| r.started_at >= *tick && r.started_at < tick + 60_000)
+                .collect();
+            assert_eq!(at_tick.len(), 1, "{id} at tick {tick}: {runs:#?}");
+            assert_eq!(at_tick[0].outcome, RunOutcome::Complete, "{at_tick:#?}");
+        }
+        workers.extend(runs.into_iter().filter_map(|r| r.worker));
+    }
+    eprintln!("reconciles ran on {workers:?}");
+}
