@@ -3,6 +3,7 @@
 //! picks the job up once the dead one's heartbeat and lease lapse, and the
 //! registry ends exactly equal to the upstream, with no duplicate space.
 
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -497,45 +498,78 @@ async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_con
             .filter(|r| r.triggered_by == RunTrigger::Reconcile)
             .collect()
     };
-    // Until the third tick's runs are done, and well before a fourth tick.
-    let limit = Duration::from_millis((ticks[2] + 50_000 - started).max(1) as u64);
-    eventually_within(
-        "three finished reconciles of each connection",
-        limit,
-        || async {
-            for id in connections {
-                let runs = reconciles(db.store.list_runs(Some(id), 50).await.unwrap());
-                let done = runs
-                    .iter()
-                    .filter(|r| r.outcome != RunOutcome::Running)
-                    .count();
-                if done < 3 {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
+    // Until every tick claimed so far has its reconcile finished, for each
+    // connection, and the three ticks have passed. A fourth tick may come
+    // on a loaded machine: its claim and its run count alike.
+    let claims_of = |claims: &[(String, i64)], id: &str| -> Vec<i64> {
+        claims
+            .iter()
+            .filter(|(c, _)| c == id)
+            .map(|(_, t)| *t)
+            .collect()
+    };
+    let deadline = ticks[2] + 180_000;
+    let (claims, runs) = loop {
+        let claims = db.store.claimed_ticks("reconcile").await.unwrap();
+        let mut runs = BTreeMap::new();
+        for id in connections {
+            runs.insert(
+                id,
+                reconciles(db.store.list_runs(Some(id), 50).await.unwrap()),
+            );
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        let settled = now > ticks[2]
+            && connections.iter().all(|id| {
+                let r = &runs[id];
+                r.len() == claims_of(&claims, id).len()
+                    && r.iter().all(|r| r.outcome != RunOutcome::Running)
+            });
+        if settled {
+            break (claims, runs);
+        }
+        if now > deadline {
+            let logs: Vec<String> = ["tick-a", "tick-b"]
+                .iter()
+                .map(|n| {
+                    std::fs::read_to_string(dir.path().join(format!("{n}.log"))).unwrap_or_default()
+                })
+                .collect();
+            panic!(
+                "the claimed reconciles did not all run.\nclaims: {claims:?}\nruns: {runs:#?}\nlogs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     drop((a, b));
-    assert!(
-        chrono::Utc::now().timestamp_millis() < ticks[2] + 60_000,
-        "stopped before a fourth tick"
-    );
 
+    // The fleet claimed each (connection, tick) of the three minutes once
+    // (and nothing before them), and ran one reconcile per claim.
+    let mut expected: Vec<(String, i64)> = ticks
+        .iter()
+        .flat_map(|t| connections.map(|c| (c.to_owned(), *t)))
+        .collect();
+    expected.sort_by_key(|(c, t)| (*t, c.clone()));
+    let in_window: Vec<(String, i64)> = claims
+        .iter()
+        .filter(|(_, t)| *t <= ticks[2])
+        .cloned()
+        .collect();
+    assert_eq!(in_window, expected, "one claim per connection per tick");
     let mut workers = std::collections::BTreeSet::new();
     for id in connections {
-        let runs = reconciles(db.store.list_runs(Some(id), 50).await.unwrap());
-        assert_eq!(runs.len(), 3, "{id}: one reconcile per tick: {runs:#?}");
-        for tick in &ticks {
-            let at_tick: Vec<_> = runs
-                .iter()
-                .filter(|r| r.started_at >= *tick && r.started_at < tick + 60_000)
-                .collect();
-            assert_eq!(at_tick.len(), 1, "{id} at tick {tick}: {runs:#?}");
-            assert_eq!(at_tick[0].outcome, RunOutcome::Complete, "{at_tick:#?}");
-        }
-        workers.extend(runs.into_iter().filter_map(|r| r.worker));
+        let r = &runs[id];
+        assert_eq!(
+            r.len(),
+            claims_of(&claims, id).len(),
+            "{id}: one reconcile per claimed tick: {r:#?}"
+        );
+        assert!(
+            r.iter().all(|r| r.outcome == RunOutcome::Complete),
+            "{r:#?}"
+        );
+        workers.extend(r.iter().filter_map(|r| r.worker.clone()));
     }
     eprintln!("reconciles ran on {workers:?}");
 }

@@ -121,7 +121,6 @@ async fn month(db: TestDb, retention: bool) -> Vec<u64> {
     let keep = RetentionConfig::default();
     let mut day_starts: Vec<i64> = Vec::new();
     let mut sizes = Vec::new();
-    let mut renamed = 0usize;
     for day in 0..DAYS {
         day_starts.push(chrono::Utc::now().timestamp_millis());
         h.sim.set_webhook(Some(WebhookTarget {
@@ -133,14 +132,13 @@ async fn month(db: TestDb, retention: bool) -> Vec<u64> {
             let id = ids[(day * RENAMES + i) % ids.len()];
             h.sim.rename_repo(id, &format!("r{day}-{i}"));
         }
-        renamed += RENAMES;
         for i in 0..PUSHES {
             h.store()
                 .record_delivery(&push(format!("push-{day}-{i}")))
                 .await
                 .unwrap();
         }
-        wait_processed(h.store(), renamed).await;
+        wait_processed(h.store(), day_starts[day], RENAMES).await;
         h.sim.set_webhook(None);
         for i in 0..QUIET {
             let id = ids[(day * QUIET + i + 7) % ids.len()];
@@ -181,13 +179,19 @@ async fn month(db: TestDb, retention: bool) -> Vec<u64> {
     sizes
 }
 
-async fn wait_processed(store: &Store, renames: usize) {
+/// Until the `renames` webhook deliveries received since `since_ms` are
+/// processed (older rows may be pruned already).
+async fn wait_processed(store: &Store, since_ms: i64, renames: usize) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let rows = store.list_deliveries(CONNECTION).await.unwrap();
         let done = rows
             .iter()
-            .filter(|r| r.event != "push" && r.status != DeliveryStatus::Received)
+            .filter(|r| {
+                r.event != "push"
+                    && r.received_at >= since_ms
+                    && r.status != DeliveryStatus::Received
+            })
             .count();
         if done >= renames {
             return;
