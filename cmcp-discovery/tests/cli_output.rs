@@ -233,8 +233,9 @@ async fn runs_ended_by_an_error_record_the_requests_they_made() {
 
 /// Every command that prints data prints it as JSON with `--json`: a new
 /// key (with the key, once), a revoke, a reconcile queued and one waited
-/// for (its runs and the drift report), a secret rotation (without the
-/// secret) and a replay.
+/// for (its runs and the drift report), a confirmation of a held
+/// connection's missing spaces, a secret rotation (without the secret) and
+/// a replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_that_print_data_print_json() {
     cmcp_tests::init_tls();
@@ -297,6 +298,32 @@ async fn commands_that_print_data_print_json() {
         waited["drift"][0]["connection_id"], "github-acme",
         "{waited}"
     );
+
+    // Most of the org gone at once holds the connection; confirming it
+    // says how many spaces were marked missing.
+    for repo in sim.repos().iter().take(4) {
+        sim.hide_repo_from(cmcp_tests::TOKEN, repo.id);
+    }
+    let p = path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            &p,
+            &["reconcile", "github-acme", "--wait", "--timeout-secs", "120"],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    let confirmed = json(&[
+        "connection",
+        "confirm-missing",
+        "github-acme",
+        "--reason",
+        "the repos moved",
+        "--json",
+    ]);
+    assert_eq!(confirmed["connection"], "github-acme", "{confirmed}");
+    assert_eq!(confirmed["marked_missing"], 4, "{confirmed}");
 
     let rotated = json(&["connection", "rotate-secret", "github-acme", "--json"]);
     assert_eq!(rotated["rotated"], true, "{rotated}");
