@@ -329,7 +329,7 @@ async fn render(
                             (c["last_run"]["figures"]["rate_limit_waits"].as_i64().unwrap_or_default()) " rate-limit waits, "
                             (crate::when(c["last_run"]["started_at"].as_i64().unwrap_or_default()))
                         } }
-                        td { (budget_words(&c["rate_budget"], chrono::Utc::now().timestamp_millis())) }
+                        td { (budget_words(&c["rate_budget"], c["connection"]["platform"].as_str().unwrap_or("the platform"), chrono::Utc::now().timestamp_millis())) }
                         td {
                             form method="post" action="/admin/connection" {
                                 input type="hidden" name="csrf" value=(s.csrf);
@@ -359,10 +359,26 @@ async fn render(
 }
 
 /// A connection's rate budget in words: `4211/5000 left, resets at …`, or
-/// what is known of it at `now_ms`.
-fn budget_words(b: &serde_json::Value, now_ms: i64) -> String {
+/// what is known of it at `now_ms`. Jira and Drive send no budget headers:
+/// their budget row holds no figures, yet requests were sent, so it says
+/// that and when the last one went, never "no request sent".
+fn budget_words(b: &serde_json::Value, platform: &str, now_ms: i64) -> String {
     if b.is_null() {
         return "not known yet (no request sent)".to_owned();
+    }
+    let paused = b["paused_until"]
+        .as_i64()
+        .filter(|t| *t > now_ms)
+        .map(|t| format!(", paused until {}", crate::when(t)))
+        .unwrap_or_default();
+    if b["remaining"].is_null() && b["request_limit"].is_null() && b["reset_at"].is_null() {
+        let last = b["updated_at"]
+            .as_i64()
+            .map(|t| format!("; last request {}", crate::when(t)))
+            .unwrap_or_default();
+        return format!(
+            "{platform} sends no budget figures (it paces requests with Retry-After){last}{paused}"
+        );
     }
     let remaining = b["remaining"]
         .as_i64()
@@ -374,11 +390,6 @@ fn budget_words(b: &serde_json::Value, now_ms: i64) -> String {
     let reset = b["reset_at"]
         .as_i64()
         .map(|t| format!(", resets at {}", crate::when(t)))
-        .unwrap_or_default();
-    let paused = b["paused_until"]
-        .as_i64()
-        .filter(|t| *t > now_ms)
-        .map(|t| format!(", paused until {}", crate::when(t)))
         .unwrap_or_default();
     format!("{remaining}{limit} left{reset}{paused}")
 }

@@ -89,6 +89,10 @@ pub enum Command {
         /// Give up waiting after this many seconds.
         #[arg(long, default_value_t = 600)]
         timeout_secs: u64,
+        /// Print the queued reconciles, or with --wait the runs and the
+        /// drift report, as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// The drift report: what the latest reconcile of each connection found
     /// that no webhook had delivered.
@@ -202,6 +206,8 @@ pub enum ConnectionCmd {
         /// Why they are gone (kept in the audit log).
         #[arg(long)]
         reason: String,
+        #[arg(long)]
+        json: bool,
     },
     /// Make a new webhook secret; the old one stays valid for the overlap.
     RotateSecret {
@@ -209,6 +215,8 @@ pub enum ConnectionCmd {
         /// Seconds the old secret keeps working.
         #[arg(long, default_value_t = 86_400)]
         overlap_secs: u64,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -366,7 +374,12 @@ pub enum PeopleCmd {
     },
     /// Unlink one of PERSON's connections: its token and sightings go, the
     /// spaces only they had are tombstoned.
-    Unlink { person: String, connection: String },
+    Unlink {
+        person: String,
+        connection: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// PERSON's linked accounts with their risks.
     Accounts {
         person: String,
@@ -410,6 +423,9 @@ pub enum KeysCmd {
         /// A member key's person: the key acts for that person only.
         #[arg(long)]
         person: Option<String>,
+        /// Print the key's row and the key (once) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List keys (never the keys themselves).
     List {
@@ -417,5 +433,9 @@ pub enum KeysCmd {
         json: bool,
     },
     /// Revoke a key and end its sessions.
-    Revoke { id: String },
+    Revoke {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }

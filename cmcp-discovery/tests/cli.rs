@@ -894,15 +894,22 @@ async fn people_link_github_checks_the_token_shows_its_risk_and_unlinks() {
         .await
         .unwrap();
     assert!(!out.status.success(), "bob may not unlink alice");
-    let out = run(args(&["people", "unlink", "alice", "gh-alice-alice"]))
-        .await
-        .unwrap();
+    let out = run(args(&[
+        "people",
+        "unlink",
+        "alice",
+        "gh-alice-alice",
+        "--json",
+    ]))
+    .await
+    .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("unlinked gh-alice-alice: token erased"),
-        "{stdout}"
-    );
+    let gone: serde_json::Value = serde_json::from_str(&stdout).expect("unlink as JSON");
+    assert_eq!(gone["connection"], "gh-alice-alice", "{gone}");
+    // Its first sync was only queued: nothing was seen or tombstoned.
+    assert_eq!(gone["sightings_removed"], 0, "{gone}");
+    assert_eq!(gone["tombstoned"], 0, "{gone}");
     let out = run(args(&["people", "accounts", "alice"])).await.unwrap();
     assert!(!text(&out).0.contains("gh-alice-alice"));
 }

@@ -3,6 +3,7 @@
 //! picks the job up once the dead one's heartbeat and lease lapse, and the
 //! registry ends exactly equal to the upstream, with no duplicate space.
 
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -428,4 +429,147 @@ async fn queued_syncs_of_one_connection_never_overlap_across_worker_processes() 
     assert!(stats.max_in_flight <= 4, "{stats:?}");
     let recorded: u64 = runs.iter().map(|r| r.figures.requests).sum();
     assert_eq!(stats.requests, recorded, "{stats:?}");
+}
+
+/// An every-minute `[reconcile] schedule`, two worker processes of the
+/// binary on one PostgreSQL, two connections, for three minutes: each tick
+/// queues one reconcile per connection for the whole fleet, and each runs
+/// once, whichever process claimed it. (Takes about three and a half
+/// minutes: the ticks are real minutes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_connection_per_tick() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    init_tls();
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let key = hex::encode([6u8; 32]);
+    let cipher = Cipher::from_key_text(&key).unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 20,
+        token: Some(cmcp_tests::TOKEN.to_owned()),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .unwrap();
+    let connections = ["github-acme", "github-acme-mirror"];
+    for id in connections {
+        db.store
+            .create_connection(
+                &cipher,
+                cmcp_registry::NewConnection {
+                    id: id.to_owned(),
+                    spec: cmcp_domain::ConnectionSpec {
+                        platform: cmcp_domain::Platform::Github,
+                        scope: "acme".into(),
+                        base_url: sim.base_url(),
+                    },
+                    owner: Owner::Company,
+                    token: cmcp_domain::Token::new(cmcp_tests::TOKEN),
+                    settings: serde_json::json!({}),
+                },
+                "test",
+            )
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{FLEET_CONFIG}\n[reconcile]\nschedule = \"* * * * *\"\nspread = \"0s\"\ncheck_every = \"1s\"\nprune_schedule = \"0 0 1 1 *\"\n"
+    );
+    std::fs::write(dir.path().join("fleet.toml"), config).unwrap();
+
+    // Start a few seconds into a minute, so no tick falls within the
+    // schedulers' first look back (one `check_every`).
+    let now = chrono::Utc::now().timestamp_millis();
+    let into_minute = now.rem_euclid(60_000);
+    if !(3_000..=40_000).contains(&into_minute) {
+        let wait = (60_000 - into_minute + 3_000).rem_euclid(60_000);
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+    let started = chrono::Utc::now().timestamp_millis();
+    let first_tick = (started / 60_000 + 1) * 60_000;
+    let ticks: Vec<i64> = (0..3).map(|i| first_tick + i * 60_000).collect();
+    let a = start_worker(dir.path(), &db.url, &key, "tick-a");
+    let b = start_worker(dir.path(), &db.url, &key, "tick-b");
+
+    let reconciles = |runs: Vec<cmcp_registry::SyncRunRow>| -> Vec<cmcp_registry::SyncRunRow> {
+        runs.into_iter()
+            .filter(|r| r.triggered_by == RunTrigger::Reconcile)
+            .collect()
+    };
+    // Until every tick claimed so far has its reconcile finished, for each
+    // connection, and the three ticks have passed. A fourth tick may come
+    // on a loaded machine: its claim and its run count alike.
+    let claims_of = |claims: &[(String, i64)], id: &str| -> Vec<i64> {
+        claims
+            .iter()
+            .filter(|(c, _)| c == id)
+            .map(|(_, t)| *t)
+            .collect()
+    };
+    let deadline = ticks[2] + 180_000;
+    let (claims, runs) = loop {
+        let claims = db.store.claimed_ticks("reconcile").await.unwrap();
+        let mut runs = BTreeMap::new();
+        for id in connections {
+            runs.insert(
+                id,
+                reconciles(db.store.list_runs(Some(id), 50).await.unwrap()),
+            );
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        let settled = now > ticks[2]
+            && connections.iter().all(|id| {
+                let r = &runs[id];
+                r.len() == claims_of(&claims, id).len()
+                    && r.iter().all(|r| r.outcome != RunOutcome::Running)
+            });
+        if settled {
+            break (claims, runs);
+        }
+        if now > deadline {
+            let logs: Vec<String> = ["tick-a", "tick-b"]
+                .iter()
+                .map(|n| {
+                    std::fs::read_to_string(dir.path().join(format!("{n}.log"))).unwrap_or_default()
+                })
+                .collect();
+            panic!(
+                "the claimed reconciles did not all run.\nclaims: {claims:?}\nruns: {runs:#?}\nlogs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    drop((a, b));
+
+    // The fleet claimed each (connection, tick) of the three minutes once
+    // (and nothing before them), and ran one reconcile per claim.
+    let mut expected: Vec<(String, i64)> = ticks
+        .iter()
+        .flat_map(|t| connections.map(|c| (c.to_owned(), *t)))
+        .collect();
+    expected.sort_by_key(|(c, t)| (*t, c.clone()));
+    let in_window: Vec<(String, i64)> = claims
+        .iter()
+        .filter(|(_, t)| *t <= ticks[2])
+        .cloned()
+        .collect();
+    assert_eq!(in_window, expected, "one claim per connection per tick");
+    let mut workers = std::collections::BTreeSet::new();
+    for id in connections {
+        let r = &runs[id];
+        assert_eq!(
+            r.len(),
+            claims_of(&claims, id).len(),
+            "{id}: one reconcile per claimed tick: {r:#?}"
+        );
+        assert!(
+            r.iter().all(|r| r.outcome == RunOutcome::Complete),
+            "{r:#?}"
+        );
+        workers.extend(r.iter().filter_map(|r| r.worker.clone()));
+    }
+    eprintln!("reconciles ran on {workers:?}");
 }

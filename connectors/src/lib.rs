@@ -81,10 +81,20 @@ pub trait Connector: Send + Sync {
     /// The default runs [`Connector::list_pages`] in a span naming the
     /// platform and scope, and logs how far a listing that stopped got.
     async fn list(&self, sink: Sender<Vec<SpaceRecord>>) -> Result<ListingReport> {
-        let counters = Counters::default();
+        self.list_counted(sink, &Counters::default()).await
+    }
+
+    /// [`Connector::list`], counting into `counters`, which the caller can
+    /// read while the listing goes (progress) and after it ends in an error
+    /// (the requests a failed run made).
+    async fn list_counted(
+        &self,
+        sink: Sender<Vec<SpaceRecord>>,
+        counters: &Counters,
+    ) -> Result<ListingReport> {
         let (platform, scope) = (self.platform(), self.scope());
         let span = tracing::info_span!("list", %platform, scope);
-        let result = self.list_pages(&sink, &counters).instrument(span).await;
+        let result = self.list_pages(&sink, counters).instrument(span).await;
         if let Err(e) = &result {
             let f = counters.figures();
             tracing::warn!(%platform, scope, error = %e, pages = f.pages, requests = f.requests, "listing stopped");

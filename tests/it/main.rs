@@ -8,6 +8,7 @@
 extern crate cmcp_tests;
 
 mod bitbucket_budget;
+mod budget_shown;
 mod catalogues;
 mod cheap_resync;
 mod delivery_retries;

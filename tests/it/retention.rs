@@ -120,6 +120,8 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
     let pruned = s
         .prune(&PruneBefore {
             delivery_bodies: cut,
+            // Delivery rows are kept longer than their bodies.
+            deliveries: 0,
             runs: cut,
             finished_jobs: cut,
             page_cache: cut,
@@ -127,6 +129,7 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
         .await
         .unwrap();
     assert_eq!(pruned.delivery_bodies, 1, "{pruned:?}");
+    assert_eq!(pruned.deliveries, 0, "{pruned:?}");
     assert_eq!(
         pruned.runs, 2,
         "the reconcile and the job's run: {pruned:?}"
@@ -158,6 +161,7 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
     let again = s
         .prune(&PruneBefore {
             delivery_bodies: cut,
+            deliveries: 0,
             runs: cut,
             finished_jobs: cut,
             page_cache: cut,
@@ -165,6 +169,40 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
         .await
         .unwrap();
     assert_eq!(again, Default::default());
+
+    // Past `keep_deliveries` the rows of processed and ignored deliveries
+    // go whole; a failed one (for a replay), one still to process and the
+    // recent ones stay.
+    let rows = s
+        .prune(&PruneBefore {
+            delivery_bodies: cut,
+            deliveries: cut,
+            runs: cut,
+            finished_jobs: cut,
+            page_cache: cut,
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.deliveries, 2, "{rows:?}");
+    for gone in [&old_processed, &ignored] {
+        assert!(s.get_delivery(gone).await.is_err(), "{gone} pruned");
+    }
+    let left: std::collections::BTreeSet<String> = s
+        .list_deliveries(CONNECTION)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        left,
+        [old_failed, waiting, recent].into_iter().collect(),
+        "kept"
+    );
+    // The configured keep turns into that cut-off: 90 days by default.
+    let cfg = cmcp_worker::RetentionConfig::default();
+    assert_eq!(cfg.keep_deliveries, Duration::from_secs(90 * 86_400));
+    assert_eq!(cfg.before(cut).deliveries, cut - 90 * 86_400_000);
 }
 
 async fn cached_rows(store: &Store) -> u64 {

@@ -14,6 +14,7 @@ pub mod lease;
 pub mod metrics;
 pub mod people;
 pub mod private_cap;
+pub mod progress;
 pub mod push_channels;
 pub mod queue;
 pub mod retention;

@@ -1,5 +1,6 @@
 //! Retention: the `[retention]` section and the pruning the `prune`
-//! schedule runs. The defaults keep a week of history.
+//! schedule runs. The defaults keep a week of history, and delivery rows
+//! (with their outcomes, bodies gone after a week) 90 days.
 
 use std::time::Duration;
 
@@ -16,6 +17,11 @@ pub struct RetentionConfig {
     /// and its outcome stay.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub keep_delivery_bodies: Duration,
+    /// Rows of processed and ignored deliveries go after this (failed ones
+    /// stay for a replay); the dedupe of a redelivery older than this is
+    /// the re-read's idempotence.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub keep_deliveries: Duration,
     /// Sync runs (and the drift they recorded) go after this.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub keep_runs: Duration,
@@ -33,6 +39,7 @@ impl Default for RetentionConfig {
     fn default() -> Self {
         RetentionConfig {
             keep_delivery_bodies: WEEK,
+            keep_deliveries: Duration::from_secs(90 * 24 * 3600),
             keep_runs: WEEK,
             keep_finished_jobs: WEEK,
             keep_page_cache: WEEK,
@@ -47,6 +54,7 @@ impl RetentionConfig {
             |d: Duration| now_ms.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         PruneBefore {
             delivery_bodies: ago(self.keep_delivery_bodies),
+            deliveries: ago(self.keep_deliveries),
             runs: ago(self.keep_runs),
             finished_jobs: ago(self.keep_finished_jobs),
             page_cache: ago(self.keep_page_cache),
@@ -59,6 +67,7 @@ pub async fn prune(store: &Store, cfg: &RetentionConfig, now_ms: i64) -> Result<
     let pruned = store.prune(&cfg.before(now_ms)).await?;
     info!(
         delivery_bodies = pruned.delivery_bodies,
+        deliveries = pruned.deliveries,
         runs = pruned.runs,
         finished_jobs = pruned.finished_jobs,
         page_cache_rows = pruned.page_cache_rows,

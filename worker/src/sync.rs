@@ -27,6 +27,7 @@ use tracing::{info, instrument, warn};
 use crate::breaker;
 use crate::error::{Result, WorkerError};
 use crate::lease::ConnectionLease;
+use crate::progress::{PROGRESS_EVERY, Progress, with_http};
 
 #[derive(Debug, Clone, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -253,14 +254,22 @@ async fn sync_under_lease(
         started: Instant::now(),
         figures: RunFigures::default(),
     };
+    let progress = Progress::start(&ctx.store, &run.id, PROGRESS_EVERY);
     let connector = match connect(ctx, connection).await? {
         Ok(c) => c,
         Err(e) => return end(ctx, connection, run, Ending::from_error(&e, false)).await,
     };
     // A reconcile notes every change it applies: what no webhook delivered.
     let mut drift = (trigger == RunTrigger::Reconcile).then(Vec::new);
-    let (listed, mut seen, connector) =
-        list_and_apply(ctx, connection, connector, &mut run.figures, drift.as_mut()).await?;
+    let (listed, mut seen, connector) = list_and_apply(
+        ctx,
+        connection,
+        connector,
+        &mut run.figures,
+        drift.as_mut(),
+        &progress,
+    )
+    .await?;
     if trigger == RunTrigger::Reconcile && listed.as_ref().is_ok_and(|r| r.complete) {
         crate::trashed::recheck_unseen(
             ctx,
@@ -289,8 +298,13 @@ async fn sync_under_lease(
             )
             .await?
         }
-        Err(e) => Ending::from_error(&e, run.figures.items_seen > 0),
+        Err(e) => {
+            // The listing's counters still say what the run sent.
+            run.figures = with_http(std::mem::take(&mut run.figures), &progress.http());
+            Ending::from_error(&e, run.figures.items_seen > 0)
+        }
     };
+    progress.stop().await;
     if let Some(changes) = &drift {
         crate::drift::record(&ctx.store, &connection.id, &run.id, changes).await?;
     }
@@ -400,6 +414,7 @@ async fn list_and_apply(
     connector: Box<dyn Connector>,
     figures: &mut RunFigures,
     mut drift: Option<&mut Vec<SpaceChange>>,
+    progress: &Progress,
 ) -> Result<(
     std::result::Result<ListingReport, ConnectorError>,
     HashSet<SpaceAddress>,
@@ -408,8 +423,9 @@ async fn list_and_apply(
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
     // The connector comes back from the listing: a reconcile reads the
     // spaces the listing lacked with it.
+    let counters = progress.counters();
     let listing = tokio::spawn(async move {
-        let listed = connector.list(tx).await;
+        let listed = connector.list_counted(tx, &counters).await;
         (listed, connector)
     });
 
@@ -448,6 +464,7 @@ async fn list_and_apply(
                 figures.renamed += stats.renamed;
                 figures.unchanged += stats.unchanged;
                 figures.skipped_foreign += stats.skipped_foreign;
+                progress.note(figures);
             }
             Err(e) => {
                 // Stop reading: dropping the receiver ends the listing.

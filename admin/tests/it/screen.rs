@@ -267,6 +267,26 @@ pub async fn connections_show_their_rate_budget(db: TestDb) {
 
     connection(&db.store, "bb").await;
     connection(&db.store, "bb-unused").await;
+    // Jira (and Drive) answer with no budget headers: a request settles
+    // with nothing known, which is not "no request sent".
+    db.store
+        .create_connection(
+            &cmcp_registry::testing::cipher(),
+            cmcp_registry::NewConnection {
+                id: "jira-acme".to_owned(),
+                spec: cmcp_domain::ConnectionSpec {
+                    platform: cmcp_domain::Platform::Jira,
+                    scope: "acme.atlassian.net".to_owned(),
+                    base_url: "https://acme.atlassian.net".to_owned(),
+                },
+                owner: cmcp_domain::Owner::Company,
+                token: cmcp_domain::Token::new("basic:me@acme.example:t0ken"),
+                settings: serde_json::json!({}),
+            },
+            "test",
+        )
+        .await
+        .unwrap();
     // One request through the store's own protocol: reserve, then settle
     // with what the answer's headers said.
     let key = "bitbucket:fp-test:core";
@@ -298,6 +318,33 @@ pub async fn connections_show_their_rate_budget(db: TestDb) {
         .await
         .unwrap();
 
+    let jira_key = "jira:fp-test:rest";
+    db.store
+        .note_budget_user("jira-acme", jira_key)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store
+            .reserve_budget(jira_key, 1, now, BudgetTiming::default())
+            .await
+            .unwrap(),
+        BudgetGrant::Go
+    );
+    db.store
+        .settle_budget(
+            jira_key,
+            BudgetSettlement {
+                remaining: None,
+                reset_at: None,
+                limit: None,
+                paused_until: None,
+                free: false,
+            },
+            now,
+        )
+        .await
+        .unwrap();
+
     let srv = serve(&db).await;
     let k = admin_key(&db, &["mappings", "connections"]).await;
     let html = srv.page(&srv.sign_in(&k).await, "").await;
@@ -305,7 +352,18 @@ pub async fn connections_show_their_rate_budget(db: TestDb) {
         html.contains("4211/5000 left, resets at 2030-03-17 17:46:40 UTC"),
         "{html}"
     );
-    assert!(html.contains("not known yet (no request sent)"), "{html}");
+    assert_eq!(
+        html.matches("not known yet (no request sent)").count(),
+        1,
+        "only the connection that sent nothing: {html}"
+    );
+    assert!(
+        html.contains(
+            "jira sends no budget figures (it paces requests with Retry-After); last request "
+        ),
+        "{html}"
+    );
+    assert!(!html.contains("unknown left"), "{html}");
     assert!(!html.contains("not reported"));
 
     let list: serde_json::Value = srv

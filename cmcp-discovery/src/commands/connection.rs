@@ -8,12 +8,21 @@ use crate::cli::{AddArgs, AddCmd, ConnectionCmd};
 
 pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
     match cmd {
-        ConnectionCmd::ConfirmMissing { connection, reason } => {
+        ConnectionCmd::ConfirmMissing {
+            connection,
+            reason,
+            json,
+        } => {
             let actor = format!("cli:{}", whoami());
             let marked = app
                 .store
                 .confirm_missing(&connection, &actor, &reason)
                 .await?;
+            if json {
+                let v = serde_json::json!({ "connection": connection, "marked_missing": marked });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
             println!("{connection}: {marked} spaces marked missing; the hold is over");
             Ok(())
         }
@@ -343,7 +352,7 @@ async fn list(app: &App, json: bool) -> Result<()> {
             println!("    RISK [{}] {}", risk.code, risk.message);
         }
         if let Some(b) = budgets.get(&c.id) {
-            println!("    {}", budget_line(b));
+            println!("    {}", budget_line(b, c.platform));
         }
         match last {
             Some(r) => println!(
@@ -367,7 +376,14 @@ async fn list(app: &App, json: bool) -> Result<()> {
 }
 
 /// `rate budget 4211/5000, resets at …` (or what is known of it).
-fn budget_line(b: &cmcp_registry::BudgetRow) -> String {
+fn budget_line(b: &cmcp_registry::BudgetRow, platform: Platform) -> String {
+    // Jira and Drive send no budget headers: nothing to show but that.
+    if b.remaining.is_none() && b.request_limit.is_none() && b.reset_at.is_none() {
+        return format!(
+            "rate budget unknown: {platform} sends no budget figures (it paces requests with Retry-After); last request {}",
+            when(b.updated_at)
+        );
+    }
     let remaining = b
         .remaining
         .map_or_else(|| "unknown".to_owned(), |r| r.to_string());

@@ -37,6 +37,9 @@ pub enum DeliveriesCmd {
         /// Why, for the audit log.
         #[arg(long)]
         reason: Option<String>,
+        /// Print the replayed delivery ids as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -86,7 +89,12 @@ pub async fn run(app: &App, cmd: DeliveriesCmd) -> Result<()> {
                 }
             }
         }
-        DeliveriesCmd::Replay { id, failed, reason } => {
+        DeliveriesCmd::Replay {
+            id,
+            failed,
+            reason,
+            json,
+        } => {
             let actor = "cli";
             let ids = match (id, failed) {
                 (Some(id), false) => vec![id],
@@ -107,9 +115,18 @@ pub async fn run(app: &App, cmd: DeliveriesCmd) -> Result<()> {
                 app.store
                     .replay_delivery(id, actor, reason.as_deref())
                     .await?;
-                println!("replayed {id}");
+                if !json {
+                    println!("replayed {id}");
+                }
             }
-            println!("{} deliveries queued again", ids.len());
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "replayed": ids }))?
+                );
+            } else {
+                println!("{} deliveries queued again", ids.len());
+            }
         }
     }
     Ok(())

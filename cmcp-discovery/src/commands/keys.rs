@@ -13,6 +13,7 @@ pub async fn run(app: &App, cmd: KeysCmd) -> Result<()> {
             powers,
             name,
             person,
+            json,
         } => {
             let powers: Vec<String> = powers
                 .iter()
@@ -29,6 +30,13 @@ pub async fn run(app: &App, cmd: KeysCmd) -> Result<()> {
                 "cli",
             )
             .await?;
+            if json {
+                // The only time the key is ever shown, as in the text form.
+                let mut v = serde_json::to_value(&row)?;
+                v["key"] = serde_json::Value::String(secret.clone());
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
             println!(
                 "created {} ({}, role {}, powers [{}])",
                 row.id, row.name, row.role, row.powers
@@ -59,8 +67,12 @@ pub async fn run(app: &App, cmd: KeysCmd) -> Result<()> {
             }
             Ok(())
         }
-        KeysCmd::Revoke { id } => {
-            if app.store.revoke_api_key(&id, "cli").await? {
+        KeysCmd::Revoke { id, json } => {
+            let revoked = app.store.revoke_api_key(&id, "cli").await?;
+            if json {
+                let v = serde_json::json!({ "id": id, "revoked_now": revoked });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else if revoked {
                 println!("revoked {id}; its sessions are ended");
             } else {
                 println!("{id} was already revoked");

@@ -9,6 +9,7 @@ mod health;
 mod keys;
 mod people;
 mod places;
+mod progress;
 mod reconcile;
 mod serve;
 mod spaces;
@@ -114,7 +115,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                     connection,
                     wait,
                     timeout_secs,
-                } => reconcile::run(&app, connection.as_deref(), wait, timeout_secs).await,
+                    json,
+                } => reconcile::run(&app, connection.as_deref(), wait, timeout_secs, json).await,
                 Command::Drift { connection, json } => {
                     reconcile::drift(&app, connection.as_deref(), json).await
                 }

@@ -44,11 +44,25 @@ pub async fn run(app: &App, cmd: PeopleCmd) -> Result<()> {
             }
             Ok(())
         }
-        PeopleCmd::Unlink { person, connection } => {
+        PeopleCmd::Unlink {
+            person,
+            connection,
+            json,
+        } => {
             let gone = app
                 .store
                 .unlink_connection(&person, &connection, "cli")
                 .await?;
+            if json {
+                let v = serde_json::json!({
+                    "person": person,
+                    "connection": connection,
+                    "sightings_removed": gone.sightings,
+                    "tombstoned": gone.tombstoned,
+                });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
             println!(
                 "unlinked {connection}: token erased, {} sightings removed, {} spaces tombstoned",
                 gone.sightings, gone.tombstoned

@@ -11,7 +11,13 @@ use super::sync::{print_run, sync_and_wait_for};
 use super::when;
 use crate::app::App;
 
-pub async fn run(app: &App, connection: Option<&str>, wait: bool, timeout_secs: u64) -> Result<()> {
+pub async fn run(
+    app: &App,
+    connection: Option<&str>,
+    wait: bool,
+    timeout_secs: u64,
+    json: bool,
+) -> Result<()> {
     let ids: Vec<String> = match connection {
         // Fail on an unknown connection before queueing anything.
         Some(c) => vec![app.store.get_connection(c).await?.id],
@@ -29,24 +35,40 @@ pub async fn run(app: &App, connection: Option<&str>, wait: bool, timeout_secs: 
             app.queue()
                 .push(SyncConnection::new(id, RunTrigger::Reconcile), None, None)
                 .await?;
-            println!("reconcile of {id} queued; a worker (serve or worker) will pick it up");
+            if !json {
+                println!("reconcile of {id} queued; a worker (serve or worker) will pick it up");
+            }
+        }
+        if json {
+            let v = serde_json::json!({ "queued": ids });
+            println!("{}", serde_json::to_string_pretty(&v)?);
         }
         return Ok(());
     }
     let timeout = Duration::from_secs(timeout_secs);
     let mut failed = Vec::new();
+    let mut runs = Vec::new();
     for id in &ids {
         let job = SyncConnection::awaited(id, RunTrigger::Reconcile);
         let run_id = job.run_id.clone().unwrap_or_default();
         app.queue().push(job, None, None).await?;
-        let run = sync_and_wait_for(app, &run_id, timeout).await?;
-        print_run(&run);
+        let run = sync_and_wait_for(app, &run_id, &format!("reconcile {id}"), timeout).await?;
+        if !json {
+            print_run(&run);
+        }
         if run.outcome != RunOutcome::Complete {
             failed.push(format!("{id} ended {}", run.outcome.as_str()));
         }
+        runs.push(run);
     }
-    for line in app.store.drift_report(connection).await? {
-        println!("{}: {}", line.connection_id, line.summary);
+    let drift = app.store.drift_report(connection).await?;
+    if json {
+        let v = serde_json::json!({ "runs": runs, "drift": drift });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for line in &drift {
+            println!("{}: {}", line.connection_id, line.summary);
+        }
     }
     if !failed.is_empty() {
         bail!("reconcile: {}", failed.join("; "));

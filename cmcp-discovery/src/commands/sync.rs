@@ -36,7 +36,8 @@ pub async fn run(
     let job = SyncConnection::awaited(connection, RunTrigger::Cli);
     let run_id = job.run_id.clone().unwrap_or_default();
     app.queue().push(job, None, None).await?;
-    let run = sync_and_wait_for(app, &run_id, Duration::from_secs(timeout_secs)).await?;
+    let label = format!("sync {connection}");
+    let run = sync_and_wait_for(app, &run_id, &label, Duration::from_secs(timeout_secs)).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&run)?);
     } else {
@@ -57,6 +58,7 @@ pub async fn run(
 pub(super) async fn sync_and_wait_for(
     app: &App,
     run_id: &str,
+    label: &str,
     timeout: Duration,
 ) -> Result<SyncRunRow> {
     let opts = WorkerOptions::unique("cli");
@@ -65,7 +67,10 @@ pub(super) async fn sync_and_wait_for(
     let worker = tokio::spawn(run_workers(state, opts, async move {
         let _ = stop_rx.await;
     }));
-    let result = tokio::time::timeout(timeout, wait_for_run_id(&app.store, run_id)).await;
+    let mut progress = super::progress::Progress::new(label);
+    let result =
+        tokio::time::timeout(timeout, wait_for_run_id(&app.store, run_id, &mut progress)).await;
+    progress.finish();
     let _ = stop_tx.send(());
     let _ = worker.await;
     match result {
@@ -74,12 +79,18 @@ pub(super) async fn sync_and_wait_for(
     }
 }
 
-/// Waits until the run `run_id` exists and is no longer running.
-async fn wait_for_run_id(store: &Store, run_id: &str) -> Result<SyncRunRow> {
+/// Waits until the run `run_id` exists and is no longer running, showing
+/// the figures its worker records while it goes.
+async fn wait_for_run_id(
+    store: &Store,
+    run_id: &str,
+    progress: &mut super::progress::Progress,
+) -> Result<SyncRunRow> {
     loop {
         match store.get_run(run_id).await {
             Ok(run) if run.outcome != RunOutcome::Running => return Ok(run),
-            Ok(_) | Err(cmcp_registry::RegistryError::NotFound { .. }) => {}
+            Ok(run) => progress.update(&run),
+            Err(cmcp_registry::RegistryError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -20,7 +20,8 @@ pub async fn run(app: &App, cmd: ConnectionCmd) -> Result<()> {
         ConnectionCmd::RotateSecret {
             connection,
             overlap_secs,
-        } => rotate(app, &connection, overlap_secs).await,
+            json,
+        } => rotate(app, &connection, overlap_secs, json).await,
         other => anyhow::bail!("not a webhook command: {other:?}"),
     }
 }
@@ -113,7 +114,7 @@ async fn info(app: &App, connection: &str, show_secret: bool, json: bool) -> Res
     Ok(())
 }
 
-async fn rotate(app: &App, connection: &str, overlap_secs: u64) -> Result<()> {
+async fn rotate(app: &App, connection: &str, overlap_secs: u64, json: bool) -> Result<()> {
     let overlap_ms = i64::try_from(overlap_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     app.store
         .rotate_webhook_secret(
@@ -123,6 +124,16 @@ async fn rotate(app: &App, connection: &str, overlap_secs: u64) -> Result<()> {
             &format!("cli:{}", whoami()),
         )
         .await?;
+    if json {
+        // The new secret is shown only by `webhook-info --show-secret`.
+        let v = serde_json::json!({
+            "connection": connection,
+            "rotated": true,
+            "old_secret_valid_secs": overlap_secs,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
     println!(
         "new webhook secret made for {connection}; the old one keeps working for {overlap_secs}s. \
          Update the platform with: cmcp-discovery connection webhook-info {connection} --show-secret"

@@ -12,6 +12,8 @@ use crate::error::Result;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Pruned {
     pub delivery_bodies: u64,
+    /// Rows of processed and ignored deliveries past their keep.
+    pub deliveries: u64,
     pub runs: u64,
     pub drift_changes: u64,
     pub finished_jobs: u64,
@@ -23,6 +25,9 @@ pub struct Pruned {
 #[derive(Debug, Clone, Copy)]
 pub struct PruneBefore {
     pub delivery_bodies: i64,
+    /// Processed and ignored deliveries received before this go whole
+    /// (failed ones and those still to process stay).
+    pub deliveries: i64,
     pub runs: i64,
     pub finished_jobs: i64,
     pub page_cache: i64,
@@ -40,6 +45,7 @@ impl Store {
             )
             .bind(&empty).bind(before.delivery_bodies).execute(pool).await?.rows_affected()
         });
+        let deliveries = self.prune_deliveries(before.deliveries).await?;
         let drift_changes = on_pool!(self, pool => {
             sqlx::query("DELETE FROM drift_changes WHERE at < $1")
                 .bind(before.runs).execute(pool).await?.rows_affected()
@@ -56,12 +62,34 @@ impl Store {
         let finished_jobs = self.prune_finished_jobs(before.finished_jobs).await?;
         Ok(Pruned {
             delivery_bodies,
+            deliveries,
             runs,
             drift_changes,
             finished_jobs,
             page_cache_rows,
             schedule_ticks,
         })
+    }
+
+    /// Processed and ignored delivery rows received before `before_ms`, in
+    /// batches so that a first prune of a long history never holds the
+    /// writers (the gateway's acceptance) back for long.
+    async fn prune_deliveries(&self, before_ms: i64) -> Result<u64> {
+        const BATCH: i64 = 5_000;
+        let mut total = 0;
+        loop {
+            let n = on_pool!(self, pool => {
+                sqlx::query(
+                    "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries \
+                     WHERE status IN ('processed', 'ignored') AND received_at < $1 LIMIT $2)",
+                )
+                .bind(before_ms).bind(BATCH).execute(pool).await?.rows_affected()
+            });
+            total += n;
+            if n < BATCH as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Jobs apalis finished (done, killed, or failed for the last time)

@@ -166,6 +166,24 @@ impl Store {
         Ok(())
     }
 
+    /// The figures of a run still going, so its progress can be read
+    /// before it ends. A run already finished is left as it is: a late
+    /// progress write never overwrites its final figures.
+    pub async fn record_run_progress(&self, id: &str, f: &RunFigures) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE sync_runs SET pages = $1, requests = $2, not_modified = $3, retries = $4, \
+                 rate_limit_waits = $5, items_seen = $6, created = $7, updated = $8, renamed = $9, \
+                 unchanged = $10, skipped_foreign = $11 WHERE id = $12 AND outcome = 'running'",
+            )
+            .bind(i(f.pages)).bind(i(f.requests)).bind(i(f.not_modified)).bind(i(f.retries))
+            .bind(i(f.rate_limit_waits)).bind(i(f.items_seen)).bind(i(f.created)).bind(i(f.updated))
+            .bind(i(f.renamed)).bind(i(f.unchanged)).bind(i(f.skipped_foreign)).bind(id)
+            .execute(pool).await?;
+        });
+        Ok(())
+    }
+
     pub async fn get_run(&self, id: &str) -> Result<SyncRunRow> {
         let sql = format!("{SELECT} WHERE id = $1");
         let raw: Option<RawRun> = on_pool!(self, pool => {

@@ -24,4 +24,5 @@ mod sightings;
 mod spaces;
 mod support;
 mod upgrade;
+mod upgrade_each;
 mod webhooks;
