@@ -12,6 +12,8 @@ pub mod screen;
 pub mod seed;
 pub mod session;
 pub mod sign_in_limit;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use axum::Router;
 use cmcp_registry::Store;

@@ -19,6 +19,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use crate::AdminState;
+use crate::api::views_conn::BudgetView;
 use crate::api::{DecideBody, DecisionBody, connections_overview, decide};
 use crate::auth::{actor_of, hash_secret};
 use crate::error::AdminError;
@@ -309,19 +310,19 @@ async fn render(
             @if may_connections { table {
                 tr { th { "Connection" } th { "Status" } th { "Risks" } th { "Last run" } th { "Rate budget" } th { "Change" } }
                 @for c in &connections {
-                    @let id = c["connection"]["id"].as_str().unwrap_or_default();
-                    @let status = c["connection"]["status"].as_str().unwrap_or_default();
+                    @let id = c.connection.id.as_str();
+                    @let status = c.connection.status.as_str();
                     tr {
-                        td { (id) br; small { (c["connection"]["platform"].as_str().unwrap_or_default()) " " (c["connection"]["scope"].as_str().unwrap_or_default()) } }
+                        td { (id) br; small { (c.connection.platform) " " (c.connection.scope) } }
                         td { (status) }
-                        td { ul { @for r in c["connection"]["risks"].as_array().into_iter().flatten() { li { (r["message"].as_str().or(r["code"].as_str()).unwrap_or_default()) } } } }
-                        td { @if c["last_run"].is_null() { "never" } @else {
-                            (c["last_run"]["outcome"].as_str().unwrap_or_default()) ", "
-                            (c["last_run"]["figures"]["items_seen"].as_i64().unwrap_or_default()) " items, "
-                            (c["last_run"]["figures"]["rate_limit_waits"].as_i64().unwrap_or_default()) " rate-limit waits, "
-                            (crate::when(c["last_run"]["started_at"].as_i64().unwrap_or_default()))
-                        } }
-                        td { (budget_words(&c["rate_budget"], chrono::Utc::now().timestamp_millis())) }
+                        td { ul { @for r in &c.connection.risks { li { (r.message) } } } }
+                        td { @if let Some(run) = &c.last_run {
+                            (run.outcome) ", "
+                            (run.figures.items_seen) " items, "
+                            (run.figures.rate_limit_waits) " rate-limit waits, "
+                            (crate::when(run.started_at))
+                        } @else { "never" } }
+                        td { (budget_words(c.rate_budget.as_ref(), chrono::Utc::now().timestamp_millis())) }
                         td {
                             form method="post" action="/admin/connection" {
                                 input type="hidden" name="csrf" value=(s.csrf);
@@ -352,23 +353,20 @@ async fn render(
 
 /// A connection's rate budget in words: `4211/5000 left, resets at …`, or
 /// what is known of it at `now_ms`.
-fn budget_words(b: &serde_json::Value, now_ms: i64) -> String {
-    if b.is_null() {
+fn budget_words(b: Option<&BudgetView>, now_ms: i64) -> String {
+    let Some(b) = b else {
         return "not known yet (no request sent)".to_owned();
-    }
-    let remaining = b["remaining"]
-        .as_i64()
+    };
+    let remaining = b
+        .remaining
         .map_or_else(|| "unknown".to_owned(), |n| n.to_string());
-    let limit = b["request_limit"]
-        .as_i64()
-        .map(|l| format!("/{l}"))
-        .unwrap_or_default();
-    let reset = b["reset_at"]
-        .as_i64()
+    let limit = b.request_limit.map(|l| format!("/{l}")).unwrap_or_default();
+    let reset = b
+        .reset_at
         .map(|t| format!(", resets at {}", crate::when(t)))
         .unwrap_or_default();
-    let paused = b["paused_until"]
-        .as_i64()
+    let paused = b
+        .paused_until
         .filter(|t| *t > now_ms)
         .map(|t| format!(", paused until {}", crate::when(t)))
         .unwrap_or_default();
