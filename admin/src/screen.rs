@@ -471,7 +471,11 @@ async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String
 
 fn back_to(pairs: &[(String, String)], msg: &str) -> String {
     let back = field(pairs, "back")
-        .filter(|b| b.starts_with("/admin?") && !b.contains("//"))
+        // Only a path of this screen, and only what a header can carry
+        // (a control character would make the redirect itself invalid).
+        .filter(|b| {
+            b.starts_with("/admin?") && !b.contains("//") && b.bytes().all(|c| c.is_ascii_graphic())
+        })
         .unwrap_or("/admin?view=pending");
     let msg: String = url::form_urlencoded::byte_serialize(msg.as_bytes()).collect();
     format!("{back}&msg={msg}")
