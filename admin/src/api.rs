@@ -3,25 +3,32 @@
 //! then checks the role and named power it needs (403), before reading any
 //! query or body.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use cmcp_domain::ConnectionStatus;
 use cmcp_registry::{Decision, PlaceInput, Power, ProposalFilter};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 mod drift;
+pub mod extract;
+pub mod views;
+pub mod views_conn;
 
 use crate::AdminState;
 use crate::auth::{Caller, Need};
+use crate::client_api::wire::ErrorBody;
 use crate::error::AdminError;
+use extract::{Body, Params};
+use views::{AuditList, DecideResponse, MappingList, ProposalList, PutPlacesResponse};
+use views_conn::{ConnectionList, ConnectionOverview, StatusResponse};
 
-type ApiResult = Result<Json<Value>, AdminError>;
+/// A route's answer: a typed body, or an error as `{"error": …}`.
+pub type ApiResult<T> = Result<Json<T>, AdminError>;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -58,15 +65,17 @@ pub struct ProposalQuery {
 }
 
 #[utoipa::path(get, path = "/v1/proposals", params(ProposalQuery),
-    responses((status = 200, description = "Proposals with their evidence in words"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the mappings power")))]
+    responses((status = 200, description = "Proposals with their evidence in words", body = ProposalList),
+              (status = 400, description = "A bad query: an unknown state or platform, a number that is not one", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the mappings power", body = ErrorBody)))]
 async fn list_proposals(
     State(st): State<AdminState>,
     caller: Caller,
-    Query(q): Query<ProposalQuery>,
-) -> ApiResult {
+    q: Params<ProposalQuery>,
+) -> ApiResult<ProposalList> {
     caller.require(Need::Power(Power::Mappings))?;
+    let q = q.open()?;
     let filter = ProposalFilter {
         state: q.state.as_deref().map(str::parse).transpose()?,
         platform: q.platform.as_deref().map(str::parse).transpose()?,
@@ -78,7 +87,10 @@ async fn list_proposals(
     };
     let total = st.store.count_proposals(&filter).await?;
     let items = st.store.list_proposals(&filter).await?;
-    Ok(Json(json!({ "total": total, "items": items })))
+    Ok(Json(ProposalList {
+        total,
+        items: views::proposals(items),
+    }))
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
@@ -133,28 +145,34 @@ pub async fn decide(
 }
 
 #[utoipa::path(post, path = "/v1/proposals/decisions", request_body = DecideBody,
-    responses((status = 200, description = "Every proposal decided, each with its audit entry"),
-              (status = 400, description = "An item is invalid; nothing was decided"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the mappings power")))]
+    responses((status = 200, description = "Every proposal decided, each with its audit entry", body = DecideResponse),
+              (status = 400, description = "A bad body, or an item is invalid; nothing was decided", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the mappings power", body = ErrorBody),
+              (status = 404, description = "No proposal has one of the ids; nothing was decided", body = ErrorBody)))]
 async fn decide_proposals(
     State(st): State<AdminState>,
     caller: Caller,
-    body: Json<Value>,
-) -> ApiResult {
+    body: Body<DecideBody>,
+) -> ApiResult<DecideResponse> {
     caller.require(Need::Power(Power::Mappings))?;
-    let body: DecideBody =
-        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
-    let decided = decide(&st, &caller.actor(), &body).await?;
-    Ok(Json(json!({ "decided": decided.len(), "items": decided })))
+    let decided = decide(&st, &caller.actor(), &body.open()?).await?;
+    Ok(Json(DecideResponse {
+        decided: decided.len(),
+        items: views::proposals(decided),
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/mappings",
-    responses((status = 200, description = "Approved mappings"), (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the mappings power")))]
-async fn list_mappings(State(st): State<AdminState>, caller: Caller) -> ApiResult {
+    responses((status = 200, description = "Approved mappings", body = MappingList),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the mappings power", body = ErrorBody)))]
+async fn list_mappings(State(st): State<AdminState>, caller: Caller) -> ApiResult<MappingList> {
     caller.require(Need::Power(Power::Mappings))?;
-    Ok(Json(json!({ "items": st.store.list_mappings().await? })))
+    let rows = st.store.list_mappings().await?;
+    Ok(Json(MappingList {
+        items: rows.into_iter().map(Into::into).collect(),
+    }))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -171,44 +189,56 @@ pub struct PlaceBody {
 }
 
 #[utoipa::path(put, path = "/v1/places", request_body = Vec<PlaceBody>,
-    responses((status = 200, description = "The complete set loaded; places not in it are retired"),
-              (status = 400, description = "Invalid place; nothing loaded"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the mappings power")))]
-async fn put_places(State(st): State<AdminState>, caller: Caller, body: Json<Value>) -> ApiResult {
+    responses((status = 200, description = "The complete set loaded; places not in it are retired", body = PutPlacesResponse),
+              (status = 400, description = "A bad body or an invalid place; nothing loaded", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the mappings power", body = ErrorBody)))]
+async fn put_places(
+    State(st): State<AdminState>,
+    caller: Caller,
+    body: Body<Vec<PlaceInput>>,
+) -> ApiResult<PutPlacesResponse> {
     caller.require(Need::Power(Power::Mappings))?;
-    let places: Vec<PlaceInput> =
-        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let places = body.open()?;
     let figures = st.store.put_places(&places, &caller.actor()).await?;
     let proposals = cmcp_matching::refresh_proposals(&st.store, &st.matching).await?;
     // Who belongs where decides link or request to join.
     cmcp_matching::refresh_all_suggestions(&st.store).await?;
-    Ok(Json(json!({ "places": figures, "proposals": proposals })))
+    Ok(Json(PutPlacesResponse::new(figures, proposals)))
 }
 
 /// Connections with their status, risks, last run and rate budget: the
 /// shared budget of the connection's credential as the fleet last learned it
 /// (`remaining`, `request_limit`, `reset_at`, `paused_until` in epoch
 /// milliseconds), or null before the connection has sent a request.
-pub async fn connections_overview(st: &AdminState) -> Result<Vec<Value>, AdminError> {
+pub async fn connections_overview(st: &AdminState) -> Result<Vec<ConnectionOverview>, AdminError> {
     let mut budgets: std::collections::HashMap<String, cmcp_registry::BudgetRow> =
         st.store.connection_budgets().await?.into_iter().collect();
     let mut out = Vec::new();
     for c in st.store.list_connections().await? {
         let last = st.store.last_run(&c.id).await?;
         let budget = budgets.remove(&c.id);
-        out.push(json!({ "connection": c, "last_run": last, "rate_budget": budget }));
+        out.push(ConnectionOverview {
+            connection: c.into(),
+            last_run: last.map(Into::into),
+            rate_budget: budget.map(Into::into),
+        });
     }
     Ok(out)
 }
 
 #[utoipa::path(get, path = "/v1/connections",
-    responses((status = 200, description = "Connections with status, risk notices, last run and rate budget (remaining, limit, reset time)"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power")))]
-async fn list_connections(State(st): State<AdminState>, caller: Caller) -> ApiResult {
+    responses((status = 200, description = "Connections with status, risk notices, last run and rate budget (remaining, limit, reset time)", body = ConnectionList),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody)))]
+async fn list_connections(
+    State(st): State<AdminState>,
+    caller: Caller,
+) -> ApiResult<ConnectionList> {
     caller.require(Need::Power(Power::Connections))?;
-    Ok(Json(json!({ "items": connections_overview(&st).await? })))
+    Ok(Json(ConnectionList {
+        items: connections_overview(&st).await?,
+    }))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -220,25 +250,29 @@ pub struct StatusBody {
 
 #[utoipa::path(post, path = "/v1/connections/{id}/status", request_body = StatusBody,
     params(("id" = String, Path, description = "Connection id")),
-    responses((status = 200, description = "Status set (audited)"), (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power")))]
+    responses((status = 200, description = "Status set (audited)", body = StatusResponse),
+              (status = 400, description = "A bad body, an unknown status, or unlinking (the person's own act)", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody),
+              (status = 404, description = "No such connection", body = ErrorBody)))]
 async fn set_connection_status(
     State(st): State<AdminState>,
     caller: Caller,
     Path(id): Path<String>,
-    body: Json<Value>,
-) -> ApiResult {
+    body: Body<StatusBody>,
+) -> ApiResult<StatusResponse> {
     caller.require(Need::Power(Power::Connections))?;
-    let body: StatusBody =
-        serde_json::from_value(body.0).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let body = body.open()?;
     let status: ConnectionStatus = body.status.parse()?;
     let changed = st
         .store
         .set_connection_status(&id, status, &caller.actor(), body.reason.as_deref())
         .await?;
-    Ok(Json(
-        json!({ "id": id, "status": body.status, "changed": changed }),
-    ))
+    Ok(Json(StatusResponse {
+        id,
+        status: status.as_str().to_owned(),
+        changed,
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -247,21 +281,26 @@ pub struct AuditQuery {
 }
 
 #[utoipa::path(get, path = "/v1/audit", params(AuditQuery),
-    responses((status = 200, description = "The audit log, newest first"), (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key")))]
+    responses((status = 200, description = "The audit log, newest first", body = AuditList),
+              (status = 400, description = "A bad query", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key", body = ErrorBody)))]
 async fn list_audit(
     State(st): State<AdminState>,
     caller: Caller,
-    Query(q): Query<AuditQuery>,
-) -> ApiResult {
+    q: Params<AuditQuery>,
+) -> ApiResult<AuditList> {
     caller.require(Need::Admin)?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-    Ok(Json(json!({ "items": st.store.list_audit(limit).await? })))
+    let limit = q.open()?.limit.unwrap_or(100).clamp(1, 10_000);
+    let rows = st.store.list_audit(limit).await?;
+    Ok(Json(AuditList {
+        items: rows.into_iter().map(Into::into).collect(),
+    }))
 }
 
-/// The `/v1` routes and the OpenAPI document describing them.
-pub fn router(state: AdminState) -> Router {
-    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The `/v1` routes and their document, before state.
+fn parts() -> (Router<AdminState>, utoipa::openapi::OpenApi) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(list_proposals))
         .routes(routes!(decide_proposals))
         .routes(routes!(list_mappings))
@@ -275,8 +314,18 @@ pub fn router(state: AdminState) -> Router {
         .merge(crate::people::routes())
         .merge(crate::suggestions::routes())
         .split_for_parts();
-    let mut doc = doc;
     crate::client_api::document_errors(&mut doc);
+    (router, doc)
+}
+
+/// The OpenAPI document served at `/v1/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    parts().1
+}
+
+/// The `/v1` routes and the OpenAPI document describing them.
+pub fn router(state: AdminState) -> Router {
+    let (router, doc) = parts();
     let doc = std::sync::Arc::new(doc);
     router
         .route(

@@ -4,19 +4,19 @@
 //! replay is audited with the key that asked.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use cmcp_registry::{DeliveryFilter, DeliveryStatus, Power};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AdminState;
+use crate::api::ApiResult;
+use crate::api::extract::{Body, Params};
+use crate::api::views_conn::{DeliveryList, DeliveryView, ReplayResponse};
 use crate::auth::{Caller, Need};
-use crate::error::AdminError;
-
-type ApiResult = Result<Json<Value>, AdminError>;
+use crate::client_api::wire::ErrorBody;
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct DeliveryQuery {
@@ -28,15 +28,17 @@ pub struct DeliveryQuery {
 }
 
 #[utoipa::path(get, path = "/v1/deliveries", params(DeliveryQuery),
-    responses((status = 200, description = "Deliveries, newest first, with state, attempts and last error"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power")))]
+    responses((status = 200, description = "Deliveries, newest first, with state, attempts and last error", body = DeliveryList),
+              (status = 400, description = "A bad query: an unknown state, a limit that is not a number", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody)))]
 async fn list_deliveries(
     State(st): State<AdminState>,
     caller: Caller,
-    Query(q): Query<DeliveryQuery>,
-) -> ApiResult {
+    q: Params<DeliveryQuery>,
+) -> ApiResult<DeliveryList> {
     caller.require(Need::Power(Power::Connections))?;
+    let q = q.open()?;
     let status = q
         .state
         .as_deref()
@@ -50,22 +52,24 @@ async fn list_deliveries(
             limit: q.limit.unwrap_or(100),
         })
         .await?;
-    Ok(Json(json!({ "items": rows })))
+    Ok(Json(DeliveryList {
+        items: rows.into_iter().map(Into::into).collect(),
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/deliveries/{id}",
     params(("id" = String, Path, description = "Delivery id")),
-    responses((status = 200, description = "One delivery (its headers, never its body)"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power"),
-              (status = 404, description = "No such delivery")))]
+    responses((status = 200, description = "One delivery (its headers, never its body)", body = DeliveryView),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody),
+              (status = 404, description = "No such delivery", body = ErrorBody)))]
 async fn show_delivery(
     State(st): State<AdminState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult {
+) -> ApiResult<DeliveryView> {
     caller.require(Need::Power(Power::Connections))?;
-    Ok(Json(json!(st.store.get_delivery(&id).await?)))
+    Ok(Json(st.store.get_delivery(&id).await?.into()))
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -75,30 +79,28 @@ pub struct ReplayBody {
 
 #[utoipa::path(post, path = "/v1/deliveries/{id}/replay", request_body = ReplayBody,
     params(("id" = String, Path, description = "Delivery id")),
-    responses((status = 200, description = "Queued again (audited)"),
-              (status = 400, description = "Not failed or processed"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power")))]
+    responses((status = 200, description = "Queued again (audited)", body = ReplayResponse),
+              (status = 400, description = "A bad body, or the delivery is not failed or processed", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody),
+              (status = 404, description = "No such delivery", body = ErrorBody)))]
 async fn replay_delivery(
     State(st): State<AdminState>,
     caller: Caller,
     Path(id): Path<String>,
-    body: Option<Json<Value>>,
-) -> ApiResult {
+    body: Body<ReplayBody>,
+) -> ApiResult<ReplayResponse> {
     caller.require(Need::Power(Power::Connections))?;
-    let body: ReplayBody = match body {
-        Some(b) => {
-            serde_json::from_value(b.0).map_err(|e| AdminError::BadRequest(e.to_string()))?
-        }
-        None => ReplayBody::default(),
-    };
+    let body = body.open_or_default()?;
     let job_id = st
         .store
         .replay_delivery(&id, &caller.actor(), body.reason.as_deref())
         .await?;
-    Ok(Json(
-        json!({ "id": id, "status": "received", "job_id": job_id }),
-    ))
+    Ok(Json(ReplayResponse {
+        id,
+        status: DeliveryStatus::Received.as_str().to_owned(),
+        job_id,
+    }))
 }
 
 /// The delivery routes, merged into the `/v1` router and its document.

@@ -14,6 +14,8 @@ pub mod seed;
 pub mod session;
 pub mod sign_in_limit;
 pub mod suggestions;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use axum::Router;
 use cmcp_registry::Store;

@@ -110,9 +110,10 @@ async fn link_github(
     State(st): State<AdminState>,
     asking: Asking,
     Path(person): Path<String>,
-    Json(body): Json<LinkGithubRequest>,
+    body: crate::api::extract::Body<LinkGithubRequest>,
 ) -> Result<(StatusCode, Json<LinkedAccount>), AdminError> {
     let person = acting_for(&asking, &person)?;
+    let body = body.open()?;
     let len = body.token.expose().trim().len();
     if len == 0 || len > MAX_TOKEN_LEN {
         return Err(AdminError::BadRequest(format!(
@@ -132,6 +133,7 @@ async fn link_github(
 #[utoipa::path(get, path = "/v1/people/{person}/accounts",
     params(("person" = String, Path, description = "Person id")),
     responses((status = 200, description = "The person's linked accounts", body = Vec<LinkedAccount>),
+              (status = 400, description = "Bad person id", body = ErrorBody),
               (status = 401, description = "No valid API key", body = ErrorBody),
               (status = 403, description = "A member key of another person", body = ErrorBody)))]
 async fn accounts(
@@ -167,6 +169,7 @@ pub async fn linked_accounts(
     params(("person" = String, Path, description = "Person id"),
            ("connection" = String, Path, description = "The linked connection")),
     responses((status = 200, description = "Unlinked: token erased, sightings removed", body = UnlinkResponse),
+              (status = 400, description = "Bad person id", body = ErrorBody),
               (status = 401, description = "No valid API key", body = ErrorBody),
               (status = 403, description = "A member key of another person", body = ErrorBody),
               (status = 404, description = "Not a linked connection of this person", body = ErrorBody)))]

@@ -19,6 +19,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use crate::AdminState;
+use crate::api::views_conn::BudgetView;
 use crate::api::{DecideBody, DecisionBody, connections_overview, decide};
 use crate::auth::{actor_of, hash_secret};
 use crate::error::AdminError;
@@ -317,19 +318,19 @@ async fn render(
             @if may_connections { table {
                 tr { th { "Connection" } th { "Status" } th { "Risks" } th { "Last run" } th { "Rate budget" } th { "Change" } }
                 @for c in &connections {
-                    @let id = c["connection"]["id"].as_str().unwrap_or_default();
-                    @let status = c["connection"]["status"].as_str().unwrap_or_default();
+                    @let id = c.connection.id.as_str();
+                    @let status = c.connection.status.as_str();
                     tr {
-                        td { (id) br; small { (c["connection"]["platform"].as_str().unwrap_or_default()) " " (c["connection"]["scope"].as_str().unwrap_or_default()) } }
+                        td { (id) br; small { (c.connection.platform) " " (c.connection.scope) } }
                         td { (status) }
-                        td { ul { @for r in c["connection"]["risks"].as_array().into_iter().flatten() { li { (r["message"].as_str().or(r["code"].as_str()).unwrap_or_default()) } } } }
-                        td { @if c["last_run"].is_null() { "never" } @else {
-                            (c["last_run"]["outcome"].as_str().unwrap_or_default()) ", "
-                            (c["last_run"]["figures"]["items_seen"].as_i64().unwrap_or_default()) " items, "
-                            (c["last_run"]["figures"]["rate_limit_waits"].as_i64().unwrap_or_default()) " rate-limit waits, "
-                            (crate::when(c["last_run"]["started_at"].as_i64().unwrap_or_default()))
-                        } }
-                        td { (budget_words(&c["rate_budget"], c["connection"]["platform"].as_str().unwrap_or("the platform"), chrono::Utc::now().timestamp_millis())) }
+                        td { ul { @for r in &c.connection.risks { li { (r.message) } } } }
+                        td { @if let Some(run) = &c.last_run {
+                            (run.outcome) ", "
+                            (run.figures.items_seen) " items, "
+                            (run.figures.rate_limit_waits) " rate-limit waits, "
+                            (crate::when(run.started_at))
+                        } @else { "never" } }
+                        td { (budget_words(c.rate_budget.as_ref(), c.connection.platform.as_str(), chrono::Utc::now().timestamp_millis())) }
                         td {
                             form method="post" action="/admin/connection" {
                                 input type="hidden" name="csrf" value=(s.csrf);
@@ -362,33 +363,27 @@ async fn render(
 /// what is known of it at `now_ms`. Jira and Drive send no budget headers:
 /// their budget row holds no figures, yet requests were sent, so it says
 /// that and when the last one went, never "no request sent".
-fn budget_words(b: &serde_json::Value, platform: &str, now_ms: i64) -> String {
-    if b.is_null() {
+fn budget_words(b: Option<&BudgetView>, platform: &str, now_ms: i64) -> String {
+    let Some(b) = b else {
         return "not known yet (no request sent)".to_owned();
-    }
-    let paused = b["paused_until"]
-        .as_i64()
+    };
+    let paused = b
+        .paused_until
         .filter(|t| *t > now_ms)
         .map(|t| format!(", paused until {}", crate::when(t)))
         .unwrap_or_default();
-    if b["remaining"].is_null() && b["request_limit"].is_null() && b["reset_at"].is_null() {
-        let last = b["updated_at"]
-            .as_i64()
-            .map(|t| format!("; last request {}", crate::when(t)))
-            .unwrap_or_default();
+    if b.remaining.is_none() && b.request_limit.is_none() && b.reset_at.is_none() {
         return format!(
-            "{platform} sends no budget figures (it paces requests with Retry-After){last}{paused}"
+            "{platform} sends no budget figures (it paces requests with Retry-After); last request {}{paused}",
+            crate::when(b.updated_at)
         );
     }
-    let remaining = b["remaining"]
-        .as_i64()
+    let remaining = b
+        .remaining
         .map_or_else(|| "unknown".to_owned(), |n| n.to_string());
-    let limit = b["request_limit"]
-        .as_i64()
-        .map(|l| format!("/{l}"))
-        .unwrap_or_default();
-    let reset = b["reset_at"]
-        .as_i64()
+    let limit = b.request_limit.map(|l| format!("/{l}")).unwrap_or_default();
+    let reset = b
+        .reset_at
         .map(|t| format!(", resets at {}", crate::when(t)))
         .unwrap_or_default();
     format!("{remaining}{limit} left{reset}{paused}")
@@ -492,7 +487,11 @@ async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String
 
 fn back_to(pairs: &[(String, String)], msg: &str) -> String {
     let back = field(pairs, "back")
-        .filter(|b| b.starts_with("/admin?") && !b.contains("//"))
+        // Only a path of this screen, and only what a header can carry
+        // (a control character would make the redirect itself invalid).
+        .filter(|b| {
+            b.starts_with("/admin?") && !b.contains("//") && b.bytes().all(|c| c.is_ascii_graphic())
+        })
         .unwrap_or("/admin?view=pending");
     let msg: String = url::form_urlencoded::byte_serialize(msg.as_bytes()).collect();
     format!("{back}&msg={msg}")

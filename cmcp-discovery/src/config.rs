@@ -447,6 +447,7 @@ mod tests {
     /// the typed fields. `PROPTEST_CASES` sets the number of inputs.
     mod fuzz {
         use super::*;
+        use cmcp_registry::testing::fuzz::fuzz;
         use proptest::prelude::*;
 
         fn example_lines() -> Vec<String> {
@@ -457,53 +458,73 @@ mod tests {
                 .collect()
         }
 
-        proptest! {
-            #[test]
-            fn any_file_text_loads_or_is_refused(text in ".{0,400}") {
+        // Inputs per target: PROPTEST_CASES, or CMCP_FUZZ_SECONDS for a
+        // length of time (cmcp_registry::testing::fuzz).
+        #[test]
+        fn any_file_text_loads_or_is_refused() {
+            fuzz("config_any_text", ".{0,400}", |text: String| {
                 let fig = Figment::new().merge(Toml::string(&text));
                 let _ = Config::from_figment(&fig);
-            }
+                Ok(())
+            });
+        }
 
-            #[test]
-            fn a_mutated_example_loads_or_names_the_key(
-                line in 0usize..200,
-                value in prop_oneof![
-                    Just("\"\"".to_owned()),
-                    Just("-1".to_owned()),
-                    Just("18446744073709551616".to_owned()),
-                    Just("\"1000000000000h\"".to_owned()),
-                    Just("\"0s\"".to_owned()),
-                    Just("nan".to_owned()),
-                    Just("[]".to_owned()),
-                    "[ -~]{0,24}".prop_map(|s| format!("{s:?}")),
-                ],
-            ) {
-                let mut lines = example_lines();
-                let i = line % lines.len();
-                if let Some((key, _)) = lines[i].split_once(" = ") {
-                    lines[i] = format!("{key} = {value}");
-                }
-                let fig = Figment::new().merge(Toml::string(&lines.join("\n")));
-                if let Err(e) = Config::from_figment(&fig) {
-                    prop_assert!(e.to_string().contains("key") || e.to_string().contains("TOML"), "{e}");
-                }
-            }
+        #[test]
+        fn a_mutated_example_loads_or_names_the_key() {
+            let value = prop_oneof![
+                Just("\"\"".to_owned()),
+                Just("-1".to_owned()),
+                Just("18446744073709551616".to_owned()),
+                Just("\"1000000000000h\"".to_owned()),
+                Just("\"0s\"".to_owned()),
+                Just("nan".to_owned()),
+                Just("[]".to_owned()),
+                "[ -~]{0,24}".prop_map(|s| format!("{s:?}")),
+            ];
+            let example = example_lines();
+            fuzz(
+                "config_mutated_example",
+                (0usize..200, value),
+                |(line, value)| {
+                    let mut lines = example.clone();
+                    let i = line % lines.len();
+                    if let Some((key, _)) = lines[i].split_once(" = ") {
+                        lines[i] = format!("{key} = {value}");
+                    }
+                    let fig = Figment::new().merge(Toml::string(&lines.join("\n")));
+                    if let Err(e) = Config::from_figment(&fig) {
+                        prop_assert!(
+                            e.to_string().contains("key") || e.to_string().contains("TOML"),
+                            "{e}"
+                        );
+                    }
+                    Ok(())
+                },
+            );
+        }
 
-            #[test]
-            fn any_variable_value_loads_or_is_refused(
-                key in prop::sample::select(vec![
-                    "LOG", "LOG_FORMAT", "LISTEN", "HTTP__TIMEOUT", "HTTP__MAX_ATTEMPTS",
-                    "HTTP__PER_PAGE", "QUEUE__CONCURRENCY", "SYNC__MAX_MISSING_FRACTION",
-                    "RECONCILE__SCHEDULE", "GATEWAY__MAX_BODY_BYTES",
-                ]),
-                value in "[ -~]{0,40}",
-            ) {
+        #[test]
+        fn any_variable_value_loads_or_is_refused() {
+            let key = prop::sample::select(vec![
+                "LOG",
+                "LOG_FORMAT",
+                "LISTEN",
+                "HTTP__TIMEOUT",
+                "HTTP__MAX_ATTEMPTS",
+                "HTTP__PER_PAGE",
+                "QUEUE__CONCURRENCY",
+                "SYNC__MAX_MISSING_FRACTION",
+                "RECONCILE__SCHEDULE",
+                "GATEWAY__MAX_BODY_BYTES",
+            ]);
+            fuzz("config_variables", (key, "[ -~]{0,40}"), |(key, value)| {
                 Jail::expect_with(|jail| {
                     jail.set_env(format!("{ENV_PREFIX}{key}"), &value);
                     let _ = Config::load(&Overrides::default());
                     Ok(())
                 });
-            }
+                Ok(())
+            });
         }
     }
 

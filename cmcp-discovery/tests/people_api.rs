@@ -1,7 +1,8 @@
 //! `POST /v1/people/{person}/github` on a running `serve`: the token is
 //! checked against a simulated GitHub, a write-capable one is linked with
 //! its risk, the first sync is queued and run by serve's own worker, and
-//! only the person (or a service naming them) may link, list or unlink.
+//! only the person (or a service naming them) may link, list or unlink;
+//! each linking answer fits the OpenAPI document serve publishes.
 
 use std::path::Path;
 
@@ -109,9 +110,26 @@ async fn a_member_links_their_github_over_the_api_and_serve_syncs_it() {
         }
         req.send()
     };
-    let answer = |r: reqwest::Response| async move {
+    // Every linking answer is held to the document serve publishes.
+    let doc: Value = http
+        .get(format!("{base}/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let contract = cmcp_admin::testing::Contract::new(doc);
+    let answer = |r: reqwest::Response| async {
         let status = r.status();
         let text = r.text().await.unwrap();
+        let broken = contract.check(
+            &reqwest::Method::POST,
+            "/v1/people/alice/github",
+            status.as_u16(),
+            text.as_bytes(),
+        );
+        assert!(broken.is_empty(), "{broken:?}");
         (status, text)
     };
     let (status, _) = answer(link(None, alice_token).await.unwrap()).await;

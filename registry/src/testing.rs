@@ -3,7 +3,8 @@
 //! tests): databases for tests (a fresh SQLite file, or a fresh PostgreSQL
 //! database created on the server named by `CMCP_TEST_POSTGRES_URL`), the
 //! [`both_backends!`](crate::both_backends) macro that runs a behaviour on
-//! both, and the tests' [`cipher`]. Under `CI=true` PostgreSQL is not
+//! both, the tests' [`cipher`], and [`fuzz`], the runner of every fuzz
+//! target. Under `CI=true` PostgreSQL is not
 //! optional: when no URL is set the local default is used, and an
 //! unreachable server fails the test instead of skipping it.
 //!
@@ -16,6 +17,8 @@
 //! lives at the lowest crate that knows `TestDb`.
 
 use std::time::Duration;
+
+pub mod fuzz;
 
 use crate::cipher::Cipher;
 use crate::store::{Store, StoreOptions};

@@ -5,15 +5,18 @@
 //! the `Link` header parser and credential parsing. None may panic, and a
 //! correct signature over any bytes verifies while any flipped byte fails.
 //!
-//! The number of inputs per target is proptest's `PROPTEST_CASES` (256 by
-//! default, as `cargo test --workspace` runs it); `.ci/run` runs a short
-//! pass of more, and a long pass is
-//! `PROPTEST_CASES=10000000 cargo test --release -p cmcp-webhook-gateway --test fuzz`.
+//! Inputs per target: `PROPTEST_CASES=N` (256 by default, as
+//! `cargo test --workspace` runs it), or `CMCP_FUZZ_SECONDS=S` for as long
+//! as S seconds per target (the runner is `cmcp_registry::testing::fuzz`;
+//! `--nocapture` shows each target's inputs per second). `.ci/run` runs a
+//! short pass of more, and a long pass is
+//! `PROPTEST_CASES=10000000 cargo test --release -p cmcp-webhook-gateway --test fuzz -- --nocapture`.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use cmcp_connectors::common::link;
 use cmcp_connectors::webhook::{DeliveryId, HookEvent, intake};
 use cmcp_domain::Platform;
+use cmcp_registry::testing::fuzz::fuzz;
 use cmcp_webhook_gateway::verify::{GITHUB_SIGNATURE_HEADER, HUB_SIGNATURE_HEADER};
 use cmcp_webhook_gateway::{DriveChannel, Unverified, WebhookSecret, sign, verify_drive_channel};
 use proptest::prelude::*;
@@ -102,51 +105,85 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-proptest! {
-    #[test]
-    fn signature_verification_never_panics(p in platform(), h in headers(), b in body()) {
-        let _ = Unverified::new(p, b, h).verify(&[WebhookSecret::from("s3cret")]);
-    }
+#[test]
+fn signature_verification_never_panics() {
+    fuzz(
+        "signature_verification",
+        (platform(), headers(), body()),
+        |(p, h, b)| {
+            let _ = Unverified::new(p, b, h).verify(&[WebhookSecret::from("s3cret")]);
+            Ok(())
+        },
+    );
+}
 
-    #[test]
-    fn a_correct_signature_verifies_and_any_flip_fails(
-        p in prop::sample::select(vec![Platform::Github, Platform::Bitbucket, Platform::Jira]),
-        b in prop::collection::vec(any::<u8>(), 1..256),
-        at in any::<prop::sample::Index>(),
-    ) {
+#[test]
+fn a_correct_signature_verifies_and_any_flip_fails() {
+    let strategy = (
+        prop::sample::select(vec![Platform::Github, Platform::Bitbucket, Platform::Jira]),
+        prop::collection::vec(any::<u8>(), 1..256),
+        any::<prop::sample::Index>(),
+    );
+    fuzz("signature_round_trip", strategy, |(p, b, at)| {
         let secret = WebhookSecret::from("s3cret");
-        let header = if p == Platform::Github { GITHUB_SIGNATURE_HEADER } else { HUB_SIGNATURE_HEADER };
+        let header = if p == Platform::Github {
+            GITHUB_SIGNATURE_HEADER
+        } else {
+            HUB_SIGNATURE_HEADER
+        };
         let mut h = HeaderMap::new();
         h.insert(header, HeaderValue::from_str(&sign(&secret, &b)).unwrap());
-        prop_assert!(Unverified::new(p, b.clone(), h.clone()).verify(std::slice::from_ref(&secret)).is_ok());
+        prop_assert!(
+            Unverified::new(p, b.clone(), h.clone())
+                .verify(std::slice::from_ref(&secret))
+                .is_ok()
+        );
         let mut flipped = b;
         let i = at.index(flipped.len());
         flipped[i] ^= 1;
         prop_assert!(Unverified::new(p, flipped, h).verify(&[secret]).is_err());
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn event_parsers_and_delivery_ids_never_panic(p in platform(), h in headers(), b in body()) {
-        if let Ok(event) = HookEvent::parse(p, &h, &b) {
-            let _ = event.label();
-            let _ = event.plan();
-        }
-        let _ = DeliveryId::of(p, &h, &b);
-        let _ = intake::check_media_type(p, &h);
-    }
+#[test]
+fn event_parsers_and_delivery_ids_never_panic() {
+    fuzz(
+        "event_parsers",
+        (platform(), headers(), body()),
+        |(p, h, b)| {
+            if let Ok(event) = HookEvent::parse(p, &h, &b) {
+                let _ = event.label();
+                let _ = event.plan();
+            }
+            let _ = DeliveryId::of(p, &h, &b);
+            let _ = intake::check_media_type(p, &h);
+            Ok(())
+        },
+    );
+}
 
-    #[test]
-    fn drive_channel_headers_never_panic(h in headers(), id in ".{0,40}", res in ".{0,40}") {
-        let expected = DriveChannel {
-            channel_id: id,
-            token: WebhookSecret::from("tok"),
-            resource_id: res,
-        };
-        let _ = verify_drive_channel(&h, &expected);
-    }
+#[test]
+fn drive_channel_headers_never_panic() {
+    fuzz(
+        "drive_channel",
+        (headers(), ".{0,40}", ".{0,40}"),
+        |(h, id, res)| {
+            let expected = DriveChannel {
+                channel_id: id,
+                token: WebhookSecret::from("tok"),
+                resource_id: res,
+            };
+            let _ = verify_drive_channel(&h, &expected);
+            Ok(())
+        },
+    );
+}
 
-    #[test]
-    fn link_header_parser_never_panics(value in ".{0,300}", raw in prop::collection::vec(any::<u8>(), 0..200)) {
+#[test]
+fn link_header_parser_never_panics() {
+    let strategy = (".{0,300}", prop::collection::vec(any::<u8>(), 0..200));
+    fuzz("link_header", strategy, |(value, raw)| {
         let _ = link::parse_link_header(&value);
         let _ = link::parse_link_header(&String::from_utf8_lossy(&raw));
         let base = url::Url::parse("https://api.github.com/orgs/acme/repos?page=1").unwrap();
@@ -154,13 +191,21 @@ proptest! {
         if let Ok(v) = HeaderValue::from_str(&value) {
             h.insert("link", v);
         }
-        for found in [link::next_url(&h, &base), link::last_url(&h, &base)].into_iter().flatten().flatten() {
+        for found in [link::next_url(&h, &base), link::last_url(&h, &base)]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let _ = link::page_number(&found);
         }
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn credential_parsing_never_panics(text in ".{0,200}") {
+#[test]
+fn credential_parsing_never_panics() {
+    fuzz("credentials", ".{0,200}", |text: String| {
         let _ = cmcp_domain::Credential::from_token(&cmcp_domain::Token::new(text));
-    }
+        Ok(())
+    });
 }

@@ -3,14 +3,16 @@
 //! night.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::IntoParams;
 
 use super::ApiResult;
+use super::extract::Params;
+use super::views_conn::DriftList;
 use crate::AdminState;
 use crate::auth::{Caller, Need};
+use crate::client_api::wire::ErrorBody;
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct DriftQuery {
@@ -19,16 +21,20 @@ pub struct DriftQuery {
 }
 
 #[utoipa::path(get, path = "/v1/drift", params(DriftQuery),
-    responses((status = 200, description = "One line per connection: missed changes by kind, nights in a row, flag and hint"),
-              (status = 401, description = "No valid API key"),
-              (status = 403, description = "Needs an admin key with the connections power"),
-              (status = 404, description = "Unknown connection")))]
+    responses((status = 200, description = "One line per connection: missed changes by kind, nights in a row, flag and hint", body = DriftList),
+              (status = 400, description = "A bad query", body = ErrorBody),
+              (status = 401, description = "No valid API key", body = ErrorBody),
+              (status = 403, description = "Needs an admin key with the connections power", body = ErrorBody),
+              (status = 404, description = "Unknown connection", body = ErrorBody)))]
 pub async fn get_drift(
     State(st): State<AdminState>,
     caller: Caller,
-    Query(q): Query<DriftQuery>,
-) -> ApiResult {
+    q: Params<DriftQuery>,
+) -> ApiResult<DriftList> {
     caller.require(Need::Power(cmcp_registry::Power::Connections))?;
+    let q = q.open()?;
     let lines = st.store.drift_report(q.connection.as_deref()).await?;
-    Ok(Json(json!({ "items": lines })))
+    Ok(Json(DriftList {
+        items: lines.into_iter().map(Into::into).collect(),
+    }))
 }

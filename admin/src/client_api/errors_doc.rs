@@ -1,11 +1,12 @@
 //! Every error answer of the `/v1` API is `{"error": "…"}` (see
 //! [`crate::error`]). Routes list their error statuses with a description
 //! only; this gives each of them that one documented body, so the shape is
-//! in the OpenAPI document for every route, old and new.
+//! in the OpenAPI document for every route, old and new. Any route can fail
+//! inside (the store unreachable): each gets a documented 500 too.
 
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::{OpenApi, Ref, RefOr};
+use utoipa::openapi::{OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::wire::ErrorBody;
@@ -24,7 +25,8 @@ fn operations(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
     })
 }
 
-/// Attach the error body to every 4xx and 5xx answer that has none.
+/// Attach the error body to every 4xx and 5xx answer that has none, and a
+/// 500 to every route.
 pub fn document_errors(doc: &mut OpenApi) {
     let name = ErrorBody::name().to_string();
     doc.components
@@ -36,6 +38,14 @@ pub fn document_errors(doc: &mut OpenApi) {
         .schema(Some(Ref::from_schema_name(&name)))
         .build();
     for op in operations(doc) {
+        op.responses
+            .responses
+            .entry("500".to_owned())
+            .or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description("Internal error; the details are logged, never answered")
+                    .into()
+            });
         for (status, response) in op.responses.responses.iter_mut() {
             let is_error = status.starts_with('4') || status.starts_with('5');
             if let (true, RefOr::T(r)) = (is_error, response)

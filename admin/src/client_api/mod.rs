@@ -8,7 +8,7 @@ mod errors_doc;
 pub mod wire;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use cmcp_registry::{Cursor, Resolved, Viewer};
@@ -18,6 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AdminState;
+use crate::api::extract::Params;
 use crate::error::AdminError;
 use asking::{Asking, person_id, viewer_for};
 pub use errors_doc::document_errors;
@@ -46,8 +47,9 @@ pub struct ResolveQuery {
 async fn resolve(
     State(st): State<AdminState>,
     asking: Asking,
-    Query(q): Query<ResolveQuery>,
+    q: Params<ResolveQuery>,
 ) -> Result<Response, AdminError> {
+    let q = q.open()?;
     let fingerprint = q.fingerprint.trim();
     if fingerprint.is_empty() || fingerprint.len() > 2048 {
         return Err(AdminError::BadRequest(
@@ -94,7 +96,7 @@ async fn manifest(
     State(st): State<AdminState>,
     asking: Asking,
     Path(person): Path<String>,
-    Query(q): Query<ManifestQuery>,
+    q: Params<ManifestQuery>,
 ) -> Result<Json<ManifestResponse>, AdminError> {
     let person = person_id(&person)?;
     // The path names the person; a header or a member key's own person
@@ -105,7 +107,7 @@ async fn manifest(
             "X-CMCP-Person names another person".to_owned(),
         ));
     }
-    let since: Option<Cursor> = q.since.as_deref().map(str::parse).transpose()?;
+    let since: Option<Cursor> = q.open()?.since.as_deref().map(str::parse).transpose()?;
     let m = st.store.manifest(&person, since, MAX_MANIFEST_DIFF).await?;
     Ok(Json(m.into()))
 }
@@ -127,8 +129,9 @@ pub struct ChangesQuery {
 async fn changes(
     State(st): State<AdminState>,
     asking: Asking,
-    Query(q): Query<ChangesQuery>,
+    q: Params<ChangesQuery>,
 ) -> Result<Json<ChangesResponse>, AdminError> {
+    let q = q.open()?;
     let after: Cursor = q.after.as_deref().unwrap_or("0").parse()?;
     let limit = q.limit.unwrap_or(500);
     if !(1..=10_000).contains(&limit) {

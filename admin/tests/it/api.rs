@@ -1,5 +1,8 @@
 //! The `/v1` API over real HTTP: authentication, powers, bulk decisions.
 
+use std::sync::Arc;
+
+use cmcp_admin::testing::Contract;
 use cmcp_admin::{AdminState, create_key};
 use cmcp_registry::testing::TestDb;
 use reqwest::{Method, StatusCode};
@@ -23,17 +26,40 @@ both_backends!(
 pub struct Server {
     pub base: String,
     pub http: reqwest::Client,
+    /// Every `/v1` answer this server gives is checked against the
+    /// OpenAPI document; a test that received one the document does not
+    /// describe fails when its server is dropped.
+    pub contract: Arc<Contract>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let broken = self.contract.broken();
+        if !std::thread::panicking() {
+            assert!(
+                broken.is_empty(),
+                "answers the OpenAPI document does not describe:\n{}",
+                broken.join("\n")
+            );
+        }
+    }
 }
 
 pub async fn serve(db: &TestDb) -> Server {
+    serve_with(AdminState::new(db.store.clone())).await
+}
+
+pub async fn serve_with(state: AdminState) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cmcp_admin::router(AdminState::new(db.store.clone()));
+    let contract = Contract::of_this_api();
+    let app = contract.layer(cmcp_admin::router(state));
     tokio::spawn(async move { axum::serve(listener, app).await });
     Server {
         base,
         http: reqwest::Client::new(),
+        contract,
     }
 }
 

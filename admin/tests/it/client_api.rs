@@ -11,8 +11,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::api::{Server, serve};
-use crate::openapi_check::{response_schema, violations};
 use crate::support::{connection, connection_of, place, project, proposals, put, refresh, repo};
+use cmcp_admin::testing::{response_schema, violations};
 
 both_backends!(
     cmcp_routes_answer_401_without_a_valid_key,

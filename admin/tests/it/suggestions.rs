@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::api::{Server, serve};
-use crate::openapi_check::{response_schema, violations};
+use cmcp_admin::testing::{response_schema, violations};
 use crate::support::{connection, connection_of, project, proposals, put, refresh, repo};
 
 both_backends!(
