@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use cmcp_admin::testing::Contract;
 use cmcp_admin::{create_key, create_key_for};
-use cmcp_domain::{Owner, Platform};
+use cmcp_domain::{Owner, Platform, SpaceRecord};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, NewDelivery, Recorded, Store};
 use reqwest::Method;
@@ -123,6 +123,27 @@ async fn seed(store: &Store) -> (i64, String) {
         ],
     )
     .await;
+    // Alice's private mirror of the billing repo (a suggestion once PAY is
+    // mapped) and her notes (nothing matches: she may ask for a project).
+    let private: Vec<SpaceRecord> = [
+        repo(
+            3,
+            &pay,
+            "billing-mirror",
+            "git@bitbucket.org:acme/billing.git",
+        ),
+        repo(4, &pay, "notes", "git@bitbucket.org:alice/notes.git"),
+    ]
+    .into_iter()
+    .map(|r| SpaceRecord {
+        container: None,
+        ..r
+    })
+    .collect();
+    store
+        .apply_page("bb-alice", &Owner::Person("alice".into()), &private)
+        .await
+        .unwrap();
     store
         .put_places(&[place("payments", "Payments", Some("PAY"))], "test")
         .await
@@ -213,6 +234,47 @@ pub async fn every_documented_answer_is_given_and_fits(db: TestDb) {
         call(M::GET, "/v1/changes?after=0&limit=3", s, 200).person("alice"),
         call(M::GET, "/v1/changes?limit=0", s, 400),
         call(M::GET, "/v1/changes", b, 403).person("alice"),
+    ];
+    let srv = serve(&db).await;
+    let contract: &Contract = &srv.contract;
+    for c in &calls {
+        let (status, body) = send(&srv, c).await;
+        assert_eq!(status, c.want, "{} {}: {body}", c.method, c.path);
+    }
+    // The approval and the places import above made alice's suggestion (her
+    // mirror to the mapped Payments place); answer it before she unlinks.
+    let suggestion = db
+        .store
+        .list_suggestions("alice")
+        .await
+        .unwrap()
+        .first()
+        .map(|s| s.id)
+        .expect("alice's mirror is suggested once PAY is mapped");
+    let alice = create_key_for(&db.store, "alice", "member", &[], Some("alice"), "t")
+        .await
+        .unwrap()
+        .1;
+    let al = Some(alice.as_str());
+    let decide = format!("/v1/people/alice/suggestions/{suggestion}");
+    let mut calls = vec![
+        call(M::GET, "/v1/people/alice/suggestions", al, 200),
+        call(M::GET, "/v1/people/alice/suggestions", b, 403),
+        call(M::POST, decide.as_str(), al, 400).body(json!({"decision": "maybe"})),
+        call(M::POST, decide.as_str(), b, 403).body(json!({"decision": "accept"})),
+        call(M::POST, "/v1/people/alice/suggestions/9999999", al, 404)
+            .body(json!({"decision": "accept"})),
+        call(M::POST, decide.as_str(), al, 200).body(json!({"decision": "accept"})),
+        call(M::POST, "/v1/people/alice/requests", al, 201)
+            .body(json!({"space": "space:bitbucket-repo:acme/r-4", "name": "Notes"})),
+        call(M::POST, "/v1/people/alice/requests", al, 400)
+            .body(json!({"space": "space:bitbucket-repo:acme/r-3"})),
+        call(M::POST, "/v1/people/bob/requests", b, 404)
+            .body(json!({"space": "space:bitbucket-repo:acme/r-4"})),
+        call(M::POST, "/v1/people/alice/requests", b, 403)
+            .body(json!({"space": "space:bitbucket-repo:acme/r-4"})),
+        call(M::GET, "/v1/requests", a, 200),
+        call(M::GET, "/v1/requests", b, 403),
         call(M::POST, "/v1/people/alice/github", s, 400).body(json!({"token": ""})),
         call(M::POST, "/v1/people/alice/github", s, 400).body(json!({"token": "x", "scopes": []})),
         call(M::POST, "/v1/people/alice/github", b, 403).body(json!({"token": "x"})),
@@ -226,8 +288,6 @@ pub async fn every_documented_answer_is_given_and_fits(db: TestDb) {
         call(M::DELETE, "/v1/people/alice/accounts/bb", s, 404),
         call(M::DELETE, "/v1/people/alice/accounts/bb-alice", b, 403),
     ];
-    let srv = serve(&db).await;
-    let contract: &Contract = &srv.contract;
     // Every route refuses a missing key, and fails inside when the store is
     // gone; both with the documented error body.
     let routes: Vec<(String, String)> = contract.operations().into_keys().collect();

@@ -12,8 +12,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::api::{Server, serve};
-use cmcp_admin::testing::{response_schema, violations};
 use crate::support::{connection, connection_of, project, proposals, put, refresh, repo};
+use cmcp_admin::testing::{response_schema, violations};
 
 both_backends!(
     suggestions_are_the_persons_alone_and_answers_are_audited,
