@@ -308,7 +308,13 @@ async fn commands_that_print_data_print_json() {
     let out = tokio::task::spawn_blocking(move || {
         run(
             &p,
-            &["reconcile", "github-acme", "--wait", "--timeout-secs", "120"],
+            &[
+                "reconcile",
+                "github-acme",
+                "--wait",
+                "--timeout-secs",
+                "120",
+            ],
         )
     })
     .await
