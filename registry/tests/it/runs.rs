@@ -9,7 +9,44 @@ use crate::support::add_connection;
 both_backends!(
     lease_excludes_a_second_holder_until_it_lapses,
     runs_record_their_figures,
+    progress_is_recorded_only_while_a_run_goes,
 );
+
+/// A running run's figures can be read before it ends; once it is
+/// finished, a late progress write changes nothing.
+async fn progress_is_recorded_only_while_a_run_goes(db: TestDb) {
+    add_connection(&db.store, "c", Owner::Company).await;
+    let id = db
+        .store
+        .start_run("c", cmcp_domain::RunTrigger::Cli, "worker-1")
+        .await
+        .unwrap();
+    let so_far = RunFigures {
+        pages: 2,
+        requests: 3,
+        rate_limit_waits: 1,
+        items_seen: 200,
+        created: 150,
+        ..RunFigures::default()
+    };
+    db.store.record_run_progress(&id, &so_far).await.unwrap();
+    let run = db.store.get_run(&id).await.unwrap();
+    assert_eq!(run.outcome, RunOutcome::Running);
+    assert_eq!(run.figures, so_far);
+    let last = RunFigures {
+        pages: 5,
+        requests: 6,
+        items_seen: 500,
+        duration_ms: 900,
+        ..RunFigures::default()
+    };
+    db.store
+        .finish_run(&id, RunOutcome::Complete, &last, None)
+        .await
+        .unwrap();
+    db.store.record_run_progress(&id, &so_far).await.unwrap();
+    assert_eq!(db.store.get_run(&id).await.unwrap().figures, last);
+}
 
 async fn lease_excludes_a_second_holder_until_it_lapses(db: TestDb) {
     add_connection(&db.store, "c", Owner::Company).await;
