@@ -106,6 +106,12 @@ const SEEDS: &[(i64, &str)] = &[
          INSERT INTO held_missing (connection_id, space_address) VALUES ('gh-acme', 'space:github-repo:github.com/12');
          INSERT INTO schedule_ticks (schedule, connection_id, tick_at, queued_at) VALUES ('reconcile', 'gh-acme', 60000, 60000)",
     ),
+    (
+        20261201150000,
+        "INSERT INTO place_members (place_id, person, added_at) VALUES ('pl-1', 'alice', 1000);
+         INSERT INTO suggestions (person, space_address, target, kind, place_id, create_name, evidence_json, evidence_text, confidence, evidence_hash, state, created_at, updated_at, decided_by, decided_at) \
+           VALUES ('alice', 'space:github-repo:github.com/11', 'place:pl-1', 'link', 'pl-1', NULL, '[]', 'same remote', 90, 'h1', 'declined', 1000, 2000, 'alice', 2000)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
