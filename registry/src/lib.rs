@@ -24,7 +24,7 @@ pub use store::{
     Recogniser, Resolved, Unlinked, Viewer,
 };
 pub use store::{
-    DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
+    Accepted, DeliveryFilter, DeliveryRow, IntakeSecret, IntakeState, Premise, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
 };
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
 pub use store::{

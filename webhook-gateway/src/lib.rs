@@ -6,10 +6,13 @@
 //! delivery means (its event and dedupe key) is the platform's business and
 //! lives with its connector (`cmcp_connectors::webhook`).
 
+mod cache;
+pub mod config;
 pub mod hooks;
 pub mod listen;
 pub mod metrics;
 pub mod verify;
+mod writer;
 
 pub use hooks::{GatewayConfig, Hooks};
 

@@ -74,7 +74,7 @@ pub use spaces::{AliasRow, PageStats, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
 pub use visibility::Viewer;
 pub use webhooks::{
-    DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,
+    Accepted, DeliveryFilter, IntakeSecret, IntakeState, Premise, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,
     REPLAY_WINDOW_MS, Recorded, new_ulid,
 };
 
