@@ -7,7 +7,9 @@
 //! 2. the route names an enabled connection of that platform, else 401,
 //!    with the very answer of a bad signature and before any body byte is
 //!    read: an unknown id, a platform mismatch, a disabled connection and
-//!    a forgery look the same from outside;
+//!    a forgery look the same from outside. The connection and its secrets
+//!    come from the process's copy ([`crate::cache`]), which step 5
+//!    re-checks;
 //! 3. the body is read up to the platform's limit (413 past it), within
 //!    the read deadline (408), and only when the process's budget of body
 //!    bytes in flight can hold it (503 with `Retry-After`, nothing read);
@@ -15,9 +17,14 @@
 //!    the connection (a rotation overlaps two), else 401 — before anything
 //!    parses them;
 //! 5. the delivery (with the headers that matter, never an auth header) and
-//!    its `handle-delivery` job are stored in ONE transaction; only then is
-//!    the delivery acknowledged. A store that cannot take it gets a 503 and
-//!    nothing is half-written, so the platform's retry is safe;
+//!    its `handle-delivery` job are stored in ONE statement, which also
+//!    checks that the connection still takes deliveries and the secret that
+//!    verified it is still valid (else the connection is read again and the
+//!    delivery decided afresh), inside a transaction shared with the
+//!    deliveries that arrived meanwhile ([`crate::writer`]); only after that
+//!    transaction commits is the delivery acknowledged. A store that cannot
+//!    take it gets a 503 and nothing is half-written, so the platform's
+//!    retry is safe;
 //! 6. a second copy of a delivery (same platform delivery identity for the
 //!    connection) hits the UNIQUE index, is answered 200 and makes no job.
 //!

@@ -29,7 +29,7 @@ use cmcp_domain::{ConnectionStatus, Platform, Token};
 use sqlx::{PgConnection, SqliteConnection};
 
 use super::{
-    DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded,
+    DeliveryStatus, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded,
     job_insert_sql, new_ulid, secret_context,
 };
 use crate::cipher::Cipher;
@@ -110,7 +110,16 @@ const REPLAY_SQL: &str = "SELECT id FROM webhook_deliveries WHERE connection_id 
 const DELIVERY_COLUMNS: &str = "id, connection_id, platform, delivery_key, event, received_at, \
      headers, body, verification, status, error, processed_at, body_sha256";
 
-static PG_SQL: LazyLock<String> = LazyLock::new(|| {
+/// The PostgreSQL statement, with the job's INSERT (`$17`–`$21`) or,
+/// for a delivery that needs no job, without it (so that a registry
+/// without the queue's schema still records those).
+fn pg_sql(with_job: bool) -> String {
+    let job = if with_job {
+        "job AS (INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+           SELECT $17, $18, $19, 'Pending', 0, $20, to_timestamp($21::bigint), 0, NULL FROM ins RETURNING id)"
+    } else {
+        "job AS (SELECT NULL::text AS id)"
+    };
     format!(
         "WITH premise AS (SELECT {premise} AS ok), \
          replay AS ({REPLAY_SQL}), \
@@ -118,15 +127,16 @@ static PG_SQL: LazyLock<String> = LazyLock::new(|| {
            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM premise \
            WHERE premise.ok AND NOT EXISTS (SELECT 1 FROM replay) \
            ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id), \
-         job AS (INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
-           SELECT $17, $18, $19, 'Pending', 0, $20, to_timestamp($21::bigint), 0, NULL FROM ins \
-           WHERE $22::boolean RETURNING id) \
+         {job} \
          SELECT (SELECT ok FROM premise), (SELECT id FROM replay), (SELECT id FROM ins), \
            (SELECT id FROM job), \
            (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = $2 AND d.delivery_key = $4)",
         premise = premise_sql()
     )
-});
+}
+
+static PG_SQL_WITH_JOB: LazyLock<String> = LazyLock::new(|| pg_sql(true));
+static PG_SQL_NO_JOB: LazyLock<String> = LazyLock::new(|| pg_sql(false));
 
 static SQLITE_INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -230,20 +240,23 @@ type PgOutcome = (
 );
 
 async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
-    let (payload, job_id, max_attempts) = match &p.job {
-        Some((job, id)) => (job.payload.as_slice(), id.as_str(), job.max_attempts),
-        None => (&[][..], "", 0),
+    let (ok, replay, inserted, job, existing) = match &p.job {
+        Some((job, id)) => {
+            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p)
+                .bind(&job.payload)
+                .bind(id)
+                .bind(&job.queue)
+                .bind(job.max_attempts)
+                .bind(p.now / 1000)
+                .fetch_one(&mut *conn)
+                .await?
+        }
+        None => {
+            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_NO_JOB.as_str()), p)
+                .fetch_one(&mut *conn)
+                .await?
+        }
     };
-    let q = bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL.as_str()), p);
-    let (ok, replay, inserted, job, existing) = q
-        .bind(payload)
-        .bind(job_id)
-        .bind(HANDLE_DELIVERY_QUEUE)
-        .bind(max_attempts)
-        .bind(p.now / 1000)
-        .bind(p.job.is_some())
-        .fetch_one(&mut *conn)
-        .await?;
     if ok != Some(true) {
         return Ok(Accepted::Stale);
     }
