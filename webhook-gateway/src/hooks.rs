@@ -48,7 +48,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, intake, kept_headers};
 use cmcp_domain::Platform;
-use cmcp_registry::{Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store};
+use cmcp_registry::{
+    Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
+};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
@@ -57,11 +59,11 @@ use crate::EdgeState;
 use crate::cache::{ConnectionCache, Known};
 pub use crate::config::GatewayConfig;
 use crate::metrics::{self as m, Outcome};
-use crate::writer::{Batching, Writer};
 use crate::verify::{
     DriveChannel, GOOG_CHANNEL_ID_HEADER, Unverified, Verified, VerifyError, WebhookSecret,
     verify_drive_channel,
 };
+use crate::writer::{Batching, Writer};
 
 /// What the hook routes need beyond the store: the master key that opens
 /// the webhook secrets, the settings, the process's budget of body bytes
@@ -264,7 +266,11 @@ async fn reread(
     reason: &'static str,
 ) -> Result<Arc<Known>, Response> {
     info!(%platform, connection_id = ?connection, reason, "connection read again");
-    match hooks.cache.read(&state.store, &hooks.cipher, connection).await {
+    match hooks
+        .cache
+        .read(&state.store, &hooks.cipher, connection)
+        .await
+    {
         Ok(Some(k)) if k.takes(platform) => Ok(k),
         Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {
             Err(no_connection(platform, connection, claimed))
@@ -275,7 +281,10 @@ async fn reread(
 
 /// Verify against the secrets of `known` valid now; the premise names the
 /// secret that matched.
-fn verify_signed(known: &Known, unverified: &Unverified) -> Result<(Verified, Premise), VerifyError> {
+fn verify_signed(
+    known: &Known,
+    unverified: &Unverified,
+) -> Result<(Verified, Premise), VerifyError> {
     let (secrets, ids) = known.secrets_at(chrono_now_ms());
     let (verified, i) = unverified.verify_matched(&secrets)?;
     Ok((
@@ -448,7 +457,11 @@ async fn store(
         body_sha256: (platform != Platform::Drive)
             .then(|| hex::encode(Sha256::digest(verified.body()))),
     };
-    let (key, event_label, parse_error) = (new.delivery_key.clone(), new.event.clone(), new.error.clone());
+    let (key, event_label, parse_error) = (
+        new.delivery_key.clone(),
+        new.event.clone(),
+        new.error.clone(),
+    );
     let started = Instant::now();
     let result = hooks.writer(&state.store).write(new, Some(premise)).await;
     m::enqueue_latency(started.elapsed());

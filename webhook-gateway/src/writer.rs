@@ -89,12 +89,7 @@ impl Writer {
     }
 }
 
-async fn run(
-    store: Store,
-    rx: Arc<Mutex<mpsc::Receiver<Pending>>>,
-    max: usize,
-    window: Duration,
-) {
+async fn run(store: Store, rx: Arc<Mutex<mpsc::Receiver<Pending>>>, max: usize, window: Duration) {
     loop {
         let batch = {
             // One writer gathers at a time; the others commit meanwhile.

@@ -74,8 +74,8 @@ pub use spaces::{AliasRow, PageStats, SpaceFilter, SpaceRow};
 pub use stored_delivery::StoredDelivery;
 pub use visibility::Viewer;
 pub use webhooks::{
-    Accepted, DeliveryFilter, IntakeSecret, IntakeState, Premise, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,
-    REPLAY_WINDOW_MS, Recorded, new_ulid,
+    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, IntakeSecret,
+    IntakeState, NewDelivery, Premise, QueuedJob, REPLAY_WINDOW_MS, Recorded, new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

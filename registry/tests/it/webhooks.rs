@@ -1,9 +1,9 @@
 //! Webhook secrets (sealed, rotated with an overlap) and deliveries
 //! (stored once per delivery key, finished, listed).
 
+use cmcp_domain::ConnectionStatus;
 use cmcp_domain::{Owner, Platform};
 use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_domain::ConnectionStatus;
 use cmcp_registry::{
     Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
 };
@@ -226,7 +226,10 @@ async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
             Accepted::Recorded(Recorded::Replay { id: first.clone() }),
         ]
     );
-    assert!(matches!(out[3], Accepted::Recorded(Recorded::Stored { .. })));
+    assert!(matches!(
+        out[3],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
     let mut keys: Vec<String> = s
         .list_deliveries("gh")
         .await

@@ -160,13 +160,27 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             load_average()
         );
         // Warm-up: connections, prepared statements, the cache.
-        let warm = load::run(&url, &secret, &bodies, 4, Pace::Closed, Duration::from_secs(1)).await;
+        let warm = load::run(
+            &url,
+            &secret,
+            &bodies,
+            4,
+            Pace::Closed,
+            Duration::from_secs(1),
+        )
+        .await;
         let ours = load::run(&url, &secret, &bodies, k.clients, Pace::Closed, k.seconds).await;
         row("ours", &ours);
         let pgbench = match backend {
-            "postgres" => match refs::pgbench(&db.store, &db.url, &bodies, k.clients, k.seconds).await {
-                Ok(tps) => {
-                    println!("  {:<46} {tps:>8.0}/s", "pgbench, one INSERT a transaction");
+            "postgres" => match refs::pgbench(&db.store, &db.url, &bodies, k.clients, k.seconds)
+                .await
+            {
+                Ok((tps, latency)) => {
+                    let latency = latency.map_or_else(String::new, |l| format!("  mean {l:.2} ms"));
+                    println!(
+                        "  {:<46} {tps:>8.0}/s{latency}",
+                        "pgbench, one INSERT a transaction"
+                    );
                     Some(tps)
                 }
                 Err(why) => {
@@ -177,17 +191,39 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             _ => None,
         };
         let sqlx = refs::insert_loop(&db.url, &bodies, k.clients, k.seconds).await;
-        println!("  {:<46} {sqlx:>8.0}/s", "sqlx loop, one INSERT a transaction");
+        println!(
+            "  {:<46} {sqlx:>8.0}/s",
+            "sqlx loop, one INSERT a transaction"
+        );
         let reference = pgbench.unwrap_or(sqlx);
         let half_rate = match backend {
             "postgres" => ours.rate().max(reference) / 2.0,
             _ => ours.rate() / 2.0,
         };
-        let half = load::run(&url, &secret, &bodies, k.clients, Pace::Rate(half_rate), k.seconds).await;
-        row(&format!("ours at half load ({half_rate:.0}/s offered)"), &half);
+        let half = load::run(
+            &url,
+            &secret,
+            &bodies,
+            k.clients,
+            Pace::Rate(half_rate),
+            k.seconds,
+        )
+        .await;
+        row(
+            &format!("ours at half load ({half_rate:.0}/s offered)"),
+            &half,
+        );
         let peer = match (&k.peer, backend) {
             (Some((peer_url, peer_secret)), "postgres") => {
-                let f = load::run(peer_url, peer_secret, &bodies, k.clients, Pace::Closed, k.seconds).await;
+                let f = load::run(
+                    peer_url,
+                    peer_secret,
+                    &bodies,
+                    k.clients,
+                    Pace::Closed,
+                    k.seconds,
+                )
+                .await;
                 row(&format!("peer {peer_url}"), &f);
                 Some((f.rate(), f.percentile_ms(0.5), f.percentile_ms(0.99)))
             }
@@ -200,7 +236,11 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         lines.push(Line {
             backend,
             size: n,
-            ours: (ours.rate(), ours.percentile_ms(0.5), ours.percentile_ms(0.99)),
+            ours: (
+                ours.rate(),
+                ours.percentile_ms(0.5),
+                ours.percentile_ms(0.99),
+            ),
             half: (half_rate, half.percentile_ms(0.99)),
             pgbench,
             sqlx,
@@ -221,8 +261,19 @@ fn table(lines: &[Line]) {
     println!();
     println!(
         "{:<9} {:>6} | {:>8} {:>7} {:>7} | {:>9} {:>8} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | rows",
-        "backend", "body", "ours/s", "p50", "p99", "half /s", "half p99", "pgbench", "sqlx", "peer/s",
-        "÷pgbench", "÷sqlx", "÷peer"
+        "backend",
+        "body",
+        "ours/s",
+        "p50",
+        "p99",
+        "half /s",
+        "half p99",
+        "pgbench",
+        "sqlx",
+        "peer/s",
+        "÷pgbench",
+        "÷sqlx",
+        "÷peer"
     );
     for l in lines {
         println!(
@@ -243,13 +294,18 @@ fn table(lines: &[Line]) {
             if l.stored_ok { "ok" } else { "MISMATCH" },
         );
     }
-    println!("(latencies in ms; half = paced at half load, latency from when each request was due)");
+    println!(
+        "(latencies in ms; half = paced at half load, latency from when each request was due)"
+    );
 }
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let defaults = GatewayConfig::default();
-    let window = knob("BENCH_COMMIT_WINDOW_MS", defaults.commit_window.as_millis() as usize);
+    let window = knob(
+        "BENCH_COMMIT_WINDOW_MS",
+        defaults.commit_window.as_millis() as usize,
+    );
     let knobs = Knobs {
         seconds: Duration::from_secs(knob("BENCH_SECONDS", 8) as u64),
         clients: knob("BENCH_CONCURRENCY", 16),
@@ -259,7 +315,8 @@ fn main() {
             .filter_map(|s| s.trim().parse().ok())
             .collect(),
         peer: std::env::var("BENCH_PEER_URL").ok().map(|u| {
-            let secret = std::env::var("BENCH_PEER_SECRET").unwrap_or_else(|_| "bench-peer-secret".into());
+            let secret =
+                std::env::var("BENCH_PEER_SECRET").unwrap_or_else(|_| "bench-peer-secret".into());
             (u, secret)
         }),
         gateway: GatewayConfig {

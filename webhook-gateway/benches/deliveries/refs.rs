@@ -13,22 +13,24 @@ use cmcp_registry::{Store, StoreOptions};
 use crate::load::Bodies;
 
 /// `pgbench -n -c clients -j 2 -T seconds` running one INSERT of a body of
-/// this size per transaction into a scratch table; the `tps` it reports,
-/// or why it could not run.
+/// this size per transaction into a scratch table; the `tps` and average
+/// latency (ms) it reports, or why it could not run.
 pub async fn pgbench(
     store: &Store,
     url: &str,
     bodies: &Bodies,
     clients: usize,
     seconds: Duration,
-) -> Result<f64, String> {
+) -> Result<(f64, Option<f64>), String> {
     let Store::Postgres(pool) = store else {
         return Err("not PostgreSQL".into());
     };
-    sqlx::query("CREATE TABLE IF NOT EXISTS bench_pgbench (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)")
-        .execute(pool)
-        .await
-        .map_err(|e| e.to_string())?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_pgbench (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)",
+    )
+    .execute(pool)
+    .await
+    .map_err(|e| e.to_string())?;
     let body = String::from_utf8_lossy(&bodies.body(0)).replace('\n', " ");
     let script = format!(
         "INSERT INTO bench_pgbench (v) VALUES ('{}');\n",
@@ -42,7 +44,9 @@ pub async fn pgbench(
     let url = url.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("pgbench")
-            .args(["-n", "-c", &clients, "-j", "2", "-T", &secs, "-f", &path, &url])
+            .args([
+                "-n", "-c", &clients, "-j", "2", "-T", &secs, "-f", &path, &url,
+            ])
             .output()
     })
     .await
@@ -50,9 +54,13 @@ pub async fn pgbench(
     let _ = std::fs::remove_file(&file);
     let out = out.map_err(|e| format!("pgbench not runnable: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("tps = "))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    let field = |prefix: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    };
+    field("tps = ")
+        .map(|tps| (tps, field("latency average = ")))
         .ok_or_else(|| {
             format!(
                 "pgbench said: {}",
@@ -93,7 +101,9 @@ pub async fn insert_loop(url: &str, bodies: &Bodies, clients: usize, seconds: Du
             while started.elapsed() < seconds {
                 let q = "INSERT INTO bench_inserts (v) VALUES ($1)";
                 let r = match &store {
-                    Store::Sqlite(pool) => sqlx::query(q).bind(&body).execute(pool).await.map(|_| ()),
+                    Store::Sqlite(pool) => {
+                        sqlx::query(q).bind(&body).execute(pool).await.map(|_| ())
+                    }
                     Store::Postgres(pool) => {
                         sqlx::query(q).bind(&body).execute(pool).await.map(|_| ())
                     }

@@ -29,8 +29,8 @@ use cmcp_domain::{ConnectionStatus, Platform, Token};
 use sqlx::{PgConnection, SqliteConnection};
 
 use super::{
-    DeliveryStatus, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded,
-    job_insert_sql, new_ulid, secret_context,
+    DeliveryStatus, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded, job_insert_sql, new_ulid,
+    secret_context,
 };
 use crate::cipher::Cipher;
 use crate::error::{RegistryError, Result};
