@@ -23,6 +23,8 @@
 //! own so that dedupe and replay detection stay exact inside a batch: a
 //! later statement of the transaction sees the rows of the earlier ones.
 
+mod pg_batch;
+
 use std::sync::LazyLock;
 
 use cmcp_domain::{ConnectionStatus, Platform, Token};
@@ -390,17 +392,37 @@ impl Store {
             .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(prepared.len());
         match self {
-            // One statement is its own transaction: no BEGIN, no COMMIT.
-            Store::Postgres(pool) if prepared.len() == 1 => {
-                let mut conn = pool.acquire().await?;
-                out.push(pg_one(&mut conn, &prepared[0]).await?);
-            }
             Store::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                for p in &prepared {
-                    out.push(pg_one(&mut tx, p).await?);
+                let together = pg_batch::independent(&prepared);
+                let (many, apart): (Vec<usize>, Vec<usize>) =
+                    (0..prepared.len()).partition(|&i| together[i]);
+                let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
+                let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
+                if apart.is_empty() {
+                    // One statement is its own transaction: no BEGIN, no COMMIT.
+                    let mut conn = pool.acquire().await?;
+                    for (i, a) in many
+                        .iter()
+                        .zip(pg_batch::pg_many(&mut conn, &many_refs).await?)
+                    {
+                        slots[*i] = Some(a);
+                    }
+                } else {
+                    let mut tx = pool.begin().await?;
+                    if !many.is_empty() {
+                        for (i, a) in many
+                            .iter()
+                            .zip(pg_batch::pg_many(&mut tx, &many_refs).await?)
+                        {
+                            slots[*i] = Some(a);
+                        }
+                    }
+                    for &i in &apart {
+                        slots[i] = Some(pg_one(&mut tx, &prepared[i]).await?);
+                    }
+                    tx.commit().await?;
                 }
-                tx.commit().await?;
+                out.extend(slots.into_iter().flatten());
             }
             Store::Sqlite(pool) => {
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
