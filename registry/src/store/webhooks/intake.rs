@@ -15,7 +15,7 @@
 //!
 //! On PostgreSQL the deliveries of a batch that share no key and no body
 //! hash with another go in together, one statement over arrays
-//! ([`pg_batch`]); the others, and a delivery alone, are each one CTE: the premise, the replay lookup
+//! ([`pg_batch`]); each of the others is one CTE: the premise, the replay lookup
 //! (same body hash for the connection within [`REPLAY_WINDOW_MS`]), the
 //! delivery's INSERT with its UNIQUE dedupe, and its job's INSERT, so a
 //! delivery costs one round trip, and a batch of one is committed on its
