@@ -12,6 +12,10 @@ pub use cipher::{Cipher, KeySource, MissingKey};
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{
+    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, IntakeSecret, IntakeState, NewDelivery,
+    Premise, QueuedJob, Recorded, StoredDelivery,
+};
+pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt, MappingRow,
     MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal, PageStats,
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, Power, Powers,
@@ -22,9 +26,6 @@ pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPa
 pub use store::{
     ChangeKind, ChangePage, ChangeRow, Cursor, Manifest, ManifestEntry, MatchRank, PlaceRef,
     Recogniser, Resolved, Unlinked, Viewer,
-};
-pub use store::{
-    DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
 };
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
 pub use store::{

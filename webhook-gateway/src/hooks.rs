@@ -7,7 +7,9 @@
 //! 2. the route names an enabled connection of that platform, else 401,
 //!    with the very answer of a bad signature and before any body byte is
 //!    read: an unknown id, a platform mismatch, a disabled connection and
-//!    a forgery look the same from outside;
+//!    a forgery look the same from outside. The connection and its secrets
+//!    come from the process's copy ([`crate::cache`]), which step 5
+//!    re-checks;
 //! 3. the body is read up to the platform's limit (413 past it), within
 //!    the read deadline (408), and only when the process's budget of body
 //!    bytes in flight can hold it (503 with `Retry-After`, nothing read);
@@ -15,9 +17,14 @@
 //!    the connection (a rotation overlaps two), else 401 — before anything
 //!    parses them;
 //! 5. the delivery (with the headers that matter, never an auth header) and
-//!    its `handle-delivery` job are stored in ONE transaction; only then is
-//!    the delivery acknowledged. A store that cannot take it gets a 503 and
-//!    nothing is half-written, so the platform's retry is safe;
+//!    its `handle-delivery` job are stored in ONE statement, which also
+//!    checks that the connection still takes deliveries and the secret that
+//!    verified it is still valid (else the connection is read again and the
+//!    delivery decided afresh), inside a transaction shared with the
+//!    deliveries that arrived meanwhile ([`crate::writer`]); only after that
+//!    transaction commits is the delivery acknowledged. A store that cannot
+//!    take it gets a 503 and nothing is half-written, so the platform's
+//!    retry is safe;
 //! 6. a second copy of a delivery (same platform delivery identity for the
 //!    connection) hits the UNIQUE index, is answered 200 and makes no job.
 //!
@@ -32,7 +39,7 @@
 //! claimed delivery id) are logged as escaped (`Debug`) fields, so a
 //! percent-decoded newline cannot forge a log line.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -41,76 +48,34 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cmcp_connectors::webhook::{DeliveryId, HookEvent, claimed_id_header, intake, kept_headers};
 use cmcp_domain::Platform;
-use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError};
-use serde::Deserialize;
+use cmcp_registry::{
+    Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
+};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use crate::EdgeState;
+use crate::cache::{ConnectionCache, Known};
+pub use crate::config::GatewayConfig;
 use crate::metrics::{self as m, Outcome};
 use crate::verify::{
     DriveChannel, GOOG_CHANNEL_ID_HEADER, Unverified, Verified, VerifyError, WebhookSecret,
     verify_drive_channel,
 };
-
-/// The edge's settings (`[gateway]` in the config file): body caps for the
-/// hook routes, and the time and concurrency bounds of every listener
-/// (`serve`, `gateway`; see [`crate::listen`]).
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct GatewayConfig {
-    /// A ceiling over every platform's own body limit
-    /// (`cmcp_connectors::webhook::intake::max_body_bytes`): a larger
-    /// delivery is refused with 413.
-    pub max_body_bytes: usize,
-    /// Bytes of delivery bodies held at once by this process; a delivery
-    /// that would go past it is answered 503 with `Retry-After` before any
-    /// of its body is read. It reserves its `Content-Length`, or its
-    /// platform's limit when it sends none.
-    pub max_inflight_body_bytes: usize,
-    /// A request head must arrive within this; hyper also closes a
-    /// kept-alive connection idle for this long.
-    #[serde(with = "cmcp_connectors::common::config::duration_text")]
-    pub header_read_timeout: Duration,
-    /// A delivery's whole body must arrive within this (10 s, GitHub's own
-    /// delivery timeout: a later answer is a failure to GitHub anyway);
-    /// every other route's body may not stall longer than this between
-    /// two chunks.
-    #[serde(with = "cmcp_connectors::common::config::duration_text")]
-    pub body_read_timeout: Duration,
-    /// Any request, body and handler included.
-    #[serde(with = "cmcp_connectors::common::config::duration_text")]
-    pub request_timeout: Duration,
-    /// Open connections per listener; a new one past it is closed at once.
-    pub max_connections: usize,
-    /// Requests in progress per listener; past it the answer is 503 with
-    /// `Retry-After` at once.
-    pub max_concurrent_requests: usize,
-}
-
-impl Default for GatewayConfig {
-    fn default() -> Self {
-        GatewayConfig {
-            max_body_bytes: 25 * 1024 * 1024,
-            max_inflight_body_bytes: 64 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(30),
-            max_connections: 8192,
-            max_concurrent_requests: 1024,
-        }
-    }
-}
+use crate::writer::{Batching, Writer};
 
 /// What the hook routes need beyond the store: the master key that opens
-/// the webhook secrets, the settings, and the process's budget of body
-/// bytes in flight.
+/// the webhook secrets, the settings, the process's budget of body bytes
+/// in flight, its copy of the connections, and its delivery writers
+/// (started on the first delivery, on the runtime that serves it).
 #[derive(Clone)]
 pub struct Hooks {
     pub cipher: Cipher,
     pub config: GatewayConfig,
     inflight: Arc<Semaphore>,
+    cache: Arc<ConnectionCache>,
+    writer: Arc<OnceLock<Writer>>,
 }
 
 impl Hooks {
@@ -119,6 +84,8 @@ impl Hooks {
         Hooks {
             cipher,
             inflight: Arc::new(Semaphore::new(bytes)),
+            cache: Arc::new(ConnectionCache::new(config.connection_cache_ttl)),
+            writer: Arc::new(OnceLock::new()),
             config,
         }
     }
@@ -134,6 +101,19 @@ impl Hooks {
     fn reserve(&self, n: usize) -> Option<OwnedSemaphorePermit> {
         let n = u32::try_from(n.max(1)).ok()?;
         self.inflight.clone().try_acquire_many_owned(n).ok()
+    }
+
+    fn writer(&self, store: &Store) -> &Writer {
+        self.writer.get_or_init(|| {
+            Writer::start(
+                store.clone(),
+                Batching {
+                    max: self.config.commit_batch_max,
+                    window: self.config.commit_window,
+                    writers: self.config.commit_writers,
+                },
+            )
+        })
     }
 }
 
@@ -186,17 +166,22 @@ pub(crate) async fn receive(
         warn!(%platform, connection_id = ?connection, delivery = ?claimed, error = ?e.to_string(), "delivery refused: media type");
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()).into_response();
     }
-    match state.store.get_connection(&connection).await {
-        Ok(row) if row.platform == platform && row.status.reads() => {}
-        // Unknown, of another platform or disabled: the same answer as a
-        // bad signature, and before any body byte is read.
-        Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {
-            m::delivery(Some(platform), Outcome::UnknownConnection);
-            warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery for an unknown or disabled connection");
-            return not_verified();
+    let (mut known, mut fresh) = match hooks
+        .cache
+        .get(&state.store, &hooks.cipher, &connection)
+        .await
+    {
+        Ok(found) => match found.known {
+            Some(k) if k.takes(platform) => (k, !found.cached),
+            // Unknown, of another platform or disabled: the same answer as
+            // a bad signature, and before any body byte is read.
+            _ => return no_connection(platform, &connection, &claimed),
+        },
+        Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {
+            return no_connection(platform, &connection, &claimed);
         }
         Err(e) => return unavailable(platform, &connection, &e),
-    }
+    };
     let limit = hooks.body_limit(platform);
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -219,30 +204,101 @@ pub(crate) async fn receive(
         }
         Err(_) => return too_large(platform, &connection, &claimed, limit),
     };
-    let (verified, verification) = match platform {
-        // No signature: the notification must name a live channel of this
-        // connection and carry its token and resource id.
-        Platform::Drive => match verify_drive(&state, hooks, &connection, &claimed, &headers).await
-        {
-            Ok(v) => (v, "drive-channel"),
-            Err(resp) => return resp,
-        },
-        _ => {
-            let secrets = match state
-                .store
-                .webhook_secrets(&hooks.cipher, &connection)
-                .await
-            {
-                Ok(s) => s.iter().map(WebhookSecret::from_token).collect::<Vec<_>>(),
-                Err(e) => return unavailable(platform, &connection, &e),
-            };
-            match Unverified::new(platform, bytes, headers).verify(&secrets) {
-                Ok(v) => (v, "hmac-sha256"),
+    let unverified = Unverified::new(platform, bytes, headers);
+    // A copy from the cache that fails (a signature it cannot check, a
+    // write refused as stale) is read again once, and the delivery decided
+    // on what the store holds now.
+    loop {
+        let refresh = |reason| reread(&state, hooks, platform, &connection, &claimed, reason);
+        let (verified, premise, verification) = match platform {
+            // No signature: the notification must name a live channel of
+            // this connection and carry its token and resource id.
+            Platform::Drive => {
+                match verify_drive(&state, hooks, &connection, &claimed, &unverified.headers).await
+                {
+                    Ok(v) => (v, Premise { secret_id: None }, "drive-channel"),
+                    Err(resp) => return resp,
+                }
+            }
+            _ => match verify_signed(&known, &unverified) {
+                Ok((v, premise)) => (v, premise, "hmac-sha256"),
+                Err(_) if !fresh => {
+                    fresh = true;
+                    match refresh("signature").await {
+                        Ok(k) => known = k,
+                        Err(resp) => return resp,
+                    }
+                    continue;
+                }
                 Err(e) => return refused(platform, &connection, &claimed, &e),
+            },
+        };
+        match store(&state, hooks, &connection, &verified, verification, premise).await {
+            Some(resp) => return resp,
+            None if !fresh => {
+                fresh = true;
+                match refresh("stale").await {
+                    Ok(k) => known = k,
+                    Err(resp) => return resp,
+                }
+            }
+            None => {
+                m::delivery(Some(platform), Outcome::Unavailable);
+                warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery not taken: the connection changed while it was stored");
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "5")],
+                    "connection changed, retry later",
+                )
+                    .into_response();
             }
         }
-    };
-    store(&state, &connection, &verified, verification).await
+    }
+}
+
+/// Read the connection again after its cached copy failed a delivery.
+async fn reread(
+    state: &EdgeState,
+    hooks: &Hooks,
+    platform: Platform,
+    connection: &str,
+    claimed: &str,
+    reason: &'static str,
+) -> Result<Arc<Known>, Response> {
+    info!(%platform, connection_id = ?connection, reason, "connection read again");
+    match hooks
+        .cache
+        .read(&state.store, &hooks.cipher, connection)
+        .await
+    {
+        Ok(Some(k)) if k.takes(platform) => Ok(k),
+        Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Invalid { .. }) => {
+            Err(no_connection(platform, connection, claimed))
+        }
+        Err(e) => Err(unavailable(platform, connection, &e)),
+    }
+}
+
+/// Verify against the secrets of `known` valid now; the premise names the
+/// secret that matched.
+fn verify_signed(
+    known: &Known,
+    unverified: &Unverified,
+) -> Result<(Verified, Premise), VerifyError> {
+    let (secrets, ids) = known.secrets_at(chrono_now_ms());
+    let (verified, i) = unverified.verify_matched(&secrets)?;
+    Ok((
+        verified,
+        Premise {
+            secret_id: ids.get(i).copied(),
+        },
+    ))
+}
+
+fn no_connection(platform: Platform, connection: &str, claimed: &str) -> Response {
+    m::delivery(Some(platform), Outcome::UnknownConnection);
+    warn!(%platform, connection_id = ?connection, delivery = ?claimed, "delivery for an unknown or disabled connection");
+    not_verified()
 }
 
 fn too_large(platform: Platform, connection: &str, claimed: &str, limit: usize) -> Response {
@@ -332,7 +388,7 @@ fn refused(platform: Platform, connection: &str, claimed: &str, e: &VerifyError)
     not_verified()
 }
 
-fn unavailable(platform: Platform, connection: &str, e: &RegistryError) -> Response {
+fn unavailable(platform: Platform, connection: &str, e: &dyn std::fmt::Display) -> Response {
     m::delivery(Some(platform), Outcome::Unavailable);
     warn!(%platform, connection_id = ?connection, error = %e, "delivery not taken: store unavailable");
     (
@@ -343,14 +399,18 @@ fn unavailable(platform: Platform, connection: &str, e: &RegistryError) -> Respo
         .into_response()
 }
 
-/// Parse (to decide the status), then store the delivery and its job in one
-/// transaction, then answer.
+/// Parse (to decide the status), then store the delivery and its job
+/// through the writer (one statement, in a transaction shared with the
+/// deliveries committed alongside), then answer. `None`: the premise no
+/// longer held and nothing was written.
 async fn store(
     state: &EdgeState,
+    hooks: &Hooks,
     connection: &str,
     verified: &Verified,
     verification: &str,
-) -> Response {
+    premise: Premise,
+) -> Option<Response> {
     let platform = verified.platform();
     let (headers, body) = (verified.headers(), verified.body());
     let (delivery_key, key_error) = match DeliveryId::of(platform, headers, body) {
@@ -397,30 +457,39 @@ async fn store(
         body_sha256: (platform != Platform::Drive)
             .then(|| hex::encode(Sha256::digest(verified.body()))),
     };
+    let (key, event_label, parse_error) = (
+        new.delivery_key.clone(),
+        new.event.clone(),
+        new.error.clone(),
+    );
     let started = Instant::now();
-    let result = state.store.record_delivery(&new).await;
+    let result = hooks.writer(&state.store).write(new, Some(premise)).await;
     m::enqueue_latency(started.elapsed());
-    match result {
-        Ok(Recorded::Stored { id, .. }) => {
+    let recorded = match result {
+        Ok(Accepted::Recorded(r)) => r,
+        Ok(Accepted::Stale) => return None,
+        Err(e) => return Some(unavailable(platform, connection, &e)),
+    };
+    Some(match recorded {
+        Recorded::Stored { id, .. } => {
             m::delivery(Some(platform), outcome);
-            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, event = ?new.event, status = status.as_str(), "delivery stored");
-            if let Some(e) = &new.error {
+            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?key, event = ?event_label, status = status.as_str(), "delivery stored");
+            if let Some(e) = &parse_error {
                 warn!(%platform, connection_id = ?connection, delivery_id = %id, error = ?e, "signed delivery could not be parsed; kept as failed");
             }
             answer(StatusCode::ACCEPTED, "accepted")
         }
-        Ok(Recorded::Replay { id }) => {
+        Recorded::Replay { id } => {
             m::delivery(Some(platform), Outcome::Duplicate);
-            warn!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, "signed body replayed under a new delivery id; kept as a duplicate");
+            warn!(%platform, connection_id = ?connection, delivery_id = %id, key = ?key, "signed body replayed under a new delivery id; kept as a duplicate");
             answer(StatusCode::OK, "duplicate")
         }
-        Ok(Recorded::Duplicate { id }) => {
+        Recorded::Duplicate { id } => {
             m::delivery(Some(platform), Outcome::Duplicate);
-            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?new.delivery_key, "duplicate delivery acknowledged");
+            info!(%platform, connection_id = ?connection, delivery_id = %id, key = ?key, "duplicate delivery acknowledged");
             answer(StatusCode::OK, "duplicate")
         }
-        Err(e) => unavailable(platform, connection, &e),
-    }
+    })
 }
 
 /// How long ago `received_at_ms` was.

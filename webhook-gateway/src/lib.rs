@@ -6,11 +6,14 @@
 //! delivery means (its event and dedupe key) is the platform's business and
 //! lives with its connector (`cmcp_connectors::webhook`).
 
+mod cache;
+pub mod config;
 pub mod drain;
 pub mod hooks;
 pub mod listen;
 pub mod metrics;
 pub mod verify;
+mod writer;
 
 pub use drain::Drain;
 pub use hooks::{GatewayConfig, Hooks};

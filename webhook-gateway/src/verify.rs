@@ -185,10 +185,20 @@ impl Unverified {
     /// overlap while one is rotated). Empty secrets are skipped: an empty key
     /// would let anyone sign.
     pub fn verify(&self, secrets: &[WebhookSecret]) -> Result<Verified, VerifyError> {
+        self.verify_matched(secrets).map(|(v, _)| v)
+    }
+
+    /// [`Unverified::verify`], also saying which of `secrets` (its index)
+    /// signed the delivery, so that the store can check that this secret
+    /// is still valid when it writes the delivery.
+    pub fn verify_matched(
+        &self,
+        secrets: &[WebhookSecret],
+    ) -> Result<(Verified, usize), VerifyError> {
         let platform = self.platform;
         let header = signature_header(platform)?;
-        let usable: Vec<&WebhookSecret> = secrets.iter().filter(|s| !s.is_empty()).collect();
-        if usable.is_empty() {
+        let usable = secrets.iter().filter(|s| !s.is_empty()).count();
+        if usable == 0 {
             return Err(VerifyError::NoSecret { platform });
         }
         let value = self
@@ -204,23 +214,29 @@ impl Unverified {
         })?;
         // Every secret is tried even after a match would have been found: the
         // time taken then says nothing about which secret matched.
-        let mut matched = false;
-        for secret in &usable {
+        let mut matched = None;
+        for (i, secret) in secrets.iter().enumerate() {
+            if secret.is_empty() {
+                continue;
+            }
             let mut mac = secret.mac();
             mac.update(&self.body);
-            matched |= mac.verify_slice(&tag).is_ok();
+            let ok = mac.verify_slice(&tag).is_ok();
+            matched = matched.or(ok.then_some(i));
         }
-        if matched {
-            Ok(Verified {
+        match matched {
+            Some(i) => Ok((
+                Verified {
+                    platform,
+                    body: self.body.clone(),
+                    headers: self.headers.clone(),
+                },
+                i,
+            )),
+            None => Err(VerifyError::SignatureMismatch {
                 platform,
-                body: self.body.clone(),
-                headers: self.headers.clone(),
-            })
-        } else {
-            Err(VerifyError::SignatureMismatch {
-                platform,
-                secrets: usable.len(),
-            })
+                secrets: usable,
+            }),
         }
     }
 }
@@ -325,6 +341,19 @@ mod tests {
         let v = github(VECTOR_SIGNATURE, VECTOR_BODY)
             .verify(&secrets(&["the old secret", VECTOR_SECRET]));
         assert!(v.is_ok());
+    }
+
+    #[test]
+    fn the_matching_secret_is_named_by_its_place() {
+        let d = github(VECTOR_SIGNATURE, VECTOR_BODY);
+        let (_, i) = d
+            .verify_matched(&secrets(&["", "the old secret", VECTOR_SECRET]))
+            .unwrap();
+        assert_eq!(i, 2);
+        let (_, i) = d
+            .verify_matched(&secrets(&[VECTOR_SECRET, "another"]))
+            .unwrap();
+        assert_eq!(i, 0);
     }
 
     #[test]

@@ -80,8 +80,8 @@ pub use suggestions::{
 };
 pub use visibility::Viewer;
 pub use webhooks::{
-    DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, NewDelivery, QueuedJob,
-    REPLAY_WINDOW_MS, Recorded, new_ulid,
+    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, IntakeSecret,
+    IntakeState, NewDelivery, Premise, QueuedJob, REPLAY_WINDOW_MS, Recorded, new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

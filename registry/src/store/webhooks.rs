@@ -362,65 +362,13 @@ impl Store {
     /// stored for it (same hash) within [`REPLAY_WINDOW_MS`]: a signed body
     /// replayed under a new delivery id. Nothing is written for either.
     pub async fn record_delivery(&self, new: &NewDelivery) -> Result<Recorded> {
-        let id = new_ulid();
-        let job = (new.status == DeliveryStatus::Received).then(|| QueuedJob::handle_delivery(&id));
-        let headers = serde_json::to_string(&new.headers).map_err(|e| RegistryError::Invalid {
-            what: format!("headers: {e}"),
-        })?;
-        let now = now_ms();
-        let backend = self.backend();
-        let processed_at = (new.status != DeliveryStatus::Received).then_some(now);
-        // An ignored event (a `push`, which this fleet never reads) is
-        // answered and kept as a row with its outcome; its body, which can
-        // be megabytes, is never needed again.
-        let body: &[u8] = if new.status == DeliveryStatus::Ignored {
-            &[]
-        } else {
-            &new.body
-        };
-        let recorded = in_tx!(self, tx => {
-            let replayed: Option<(String,)> = match &new.body_sha256 {
-                Some(hash) => sqlx::query_as(
-                    "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND body_sha256 = $2 \
-                     AND received_at > $3 ORDER BY received_at LIMIT 1",
-                )
-                .bind(&new.connection_id).bind(hash).bind(now - REPLAY_WINDOW_MS)
-                .fetch_optional(&mut *tx).await?,
-                None => None,
-            };
-            let inserted: Option<(String,)> = match replayed {
-                Some(_) => None,
-                None => sqlx::query_as(
-                    "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, \
-                     headers, body, verification, status, error, processed_at, body_sha256) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-                     ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
-                )
-                .bind(&id).bind(&new.connection_id).bind(new.platform.as_str()).bind(&new.delivery_key)
-                .bind(&new.event).bind(now).bind(&headers).bind(body).bind(&new.verification)
-                .bind(new.status.as_str()).bind(&new.error).bind(processed_at).bind(&new.body_sha256)
-                .fetch_optional(&mut *tx).await?,
-            };
-            match (inserted, replayed) {
-                (_, Some((existing,))) => Recorded::Replay { id: existing },
-                (Some(_), None) => {
-                    let job_id = match &job {
-                        Some(job) => Some(insert_job!(&mut *tx, backend, job)?),
-                        None => None,
-                    };
-                    Recorded::Stored { id: id.clone(), job_id }
-                }
-                (None, None) => {
-                    let (existing,): (String,) = sqlx::query_as(
-                        "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND delivery_key = $2",
-                    )
-                    .bind(&new.connection_id).bind(&new.delivery_key)
-                    .fetch_one(&mut *tx).await?;
-                    Recorded::Duplicate { id: existing }
-                }
-            }
-        });
-        Ok(recorded)
+        match self.record_deliveries(&[(new, None)]).await?.pop() {
+            Some(Accepted::Recorded(recorded)) => Ok(recorded),
+            // Without a premise nothing is re-checked, so nothing is stale.
+            Some(Accepted::Stale) | None => Err(RegistryError::Corrupt {
+                what: format!("delivery {:?} was not recorded", new.delivery_key),
+            }),
+        }
     }
 
     /// Put one job row on an apalis queue (outside any other write).
@@ -511,8 +459,10 @@ impl Store {
     }
 }
 
+mod intake;
 mod retries;
 
+pub use intake::{Accepted, IntakeSecret, IntakeState, Premise};
 pub use retries::DeliveryFilter;
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! Webhook secrets (sealed, rotated with an overlap) and deliveries
 //! (stored once per delivery key, finished, listed).
 
+use cmcp_domain::ConnectionStatus;
 use cmcp_domain::{Owner, Platform};
 use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{Cipher, DeliveryStatus, NewDelivery, Recorded, RegistryError, Store};
+use cmcp_registry::{
+    Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
+};
 
 use crate::support::add_connection;
 
@@ -12,6 +15,8 @@ both_backends!(
     rotation_keeps_the_old_secret_only_for_the_overlap,
     a_delivery_key_is_stored_once_and_finished_once_processed,
     a_signed_body_replayed_under_a_new_key_is_a_duplicate,
+    a_batch_dedupes_and_detects_replays_within_itself,
+    a_premise_that_no_longer_holds_writes_nothing,
 );
 
 /// The same signed bytes under a new delivery id: recognised by the body's
@@ -191,4 +196,123 @@ async fn a_delivery_key_is_stored_once_and_finished_once_processed(db: TestDb) {
         .finish_delivery("01NOSUCHDELIVERY", DeliveryStatus::Processed, None)
         .await;
     assert!(matches!(unknown, Err(RegistryError::NotFound { .. })));
+}
+
+/// One transaction, one statement per delivery, in order: a later copy of
+/// a key in the same batch is its duplicate, a later body with the same
+/// hash its replay, exactly as if each had come in its own transaction.
+async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let hashed = |key: &str, hash: &str| NewDelivery {
+        body_sha256: Some(hash.to_owned()),
+        ..delivery(key, DeliveryStatus::Failed)
+    };
+    let batch = [
+        hashed("k1", "aa"),
+        hashed("k1", "cc"),
+        hashed("k2", "aa"),
+        hashed("k3", "bb"),
+    ];
+    let items: Vec<_> = batch.iter().map(|d| (d, None)).collect();
+    let out = s.record_deliveries(&items).await.unwrap();
+    let Accepted::Recorded(Recorded::Stored { id: first, .. }) = &out[0] else {
+        panic!("the first copy is stored: {out:?}");
+    };
+    assert_eq!(
+        out[1..3],
+        [
+            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
+            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
+        ]
+    );
+    assert!(matches!(
+        out[3],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    let mut keys: Vec<String> = s
+        .list_deliveries("gh")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.delivery_key)
+        .collect();
+    // Within one millisecond the order of ids is not the order of writes.
+    keys.sort();
+    assert_eq!(keys, ["k1", "k3"]);
+}
+
+/// The statement that stores a delivery re-checks what the gateway's copy
+/// of the connection said: the secret that verified it is still valid and
+/// the connection still takes deliveries; otherwise nothing is written.
+async fn a_premise_that_no_longer_holds_writes_nothing(db: TestDb) {
+    let s = &db.store;
+    let c = cipher();
+    add_connection(s, "gh", Owner::Company).await;
+    s.ensure_webhook_secret(&c, "gh").await.unwrap();
+    let state = s.intake_state(&c, "gh").await.unwrap().unwrap();
+    assert_eq!(state.platform, Platform::Github);
+    assert_eq!(state.status, ConnectionStatus::Enabled);
+    let [current] = state.secrets.as_slice() else {
+        panic!("one current secret: {:?}", state.secrets.len());
+    };
+    assert_eq!(
+        current.secret.expose(),
+        s.current_webhook_secret(&c, "gh").await.unwrap().expose()
+    );
+    assert!(s.intake_state(&c, "nope").await.unwrap().is_none());
+    let old = Some(Premise {
+        secret_id: Some(current.id),
+    });
+    let write = |key: &'static str, premise: Option<Premise>| async move {
+        let d = delivery(key, DeliveryStatus::Failed);
+        s.record_deliveries(&[(&d, premise)])
+            .await
+            .unwrap()
+            .pop()
+            .unwrap()
+    };
+    assert!(matches!(
+        write("p1", old).await,
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    // The old secret's overlap is cut short (another gateway's rotation).
+    s.rotate_webhook_secret(&c, "gh", 0, "test").await.unwrap();
+    assert_eq!(write("p2", old).await, Accepted::Stale);
+    let fresh = s.intake_state(&c, "gh").await.unwrap().unwrap();
+    assert_eq!(fresh.secrets.len(), 1);
+    assert_ne!(fresh.secrets[0].id, current.id);
+    let new = Some(Premise {
+        secret_id: Some(fresh.secrets[0].id),
+    });
+    assert!(matches!(
+        write("p3", new).await,
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    // Disabled: refused under any premise, even without a secret to check.
+    s.set_connection_status("gh", ConnectionStatus::Disabled, "test", None)
+        .await
+        .unwrap();
+    assert_eq!(write("p4", new).await, Accepted::Stale);
+    assert_eq!(
+        write("p5", Some(Premise { secret_id: None })).await,
+        Accepted::Stale
+    );
+    // Held and rejected connections still take their webhooks.
+    s.set_connection_status("gh", ConnectionStatus::Rejected, "test", None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        write("p6", new).await,
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    let mut keys: Vec<String> = s
+        .list_deliveries("gh")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.delivery_key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["p1", "p3", "p6"]);
 }

@@ -28,7 +28,7 @@ both_backends!(
 
 const QUEUE: &str = "handle-delivery";
 
-fn app(store: &Store, max_body_bytes: usize) -> Router {
+pub(crate) fn app(store: &Store, max_body_bytes: usize) -> Router {
     router(EdgeState {
         store: store.clone(),
         metrics: None,
@@ -84,12 +84,12 @@ async fn connection(store: &Store, id: &str, platform: Platform) -> String {
 
 /// A ready store with the queue tables and a GitHub connection `gh`;
 /// returns its webhook secret.
-async fn ready(db: &TestDb) -> String {
+pub(crate) async fn ready(db: &TestDb) -> String {
     setup_queue(&db.store).await;
     connection(&db.store, "gh", Platform::Github).await
 }
 
-struct Delivery {
+pub(crate) struct Delivery {
     body: Vec<u8>,
     headers: Vec<(&'static str, String)>,
 }
@@ -97,7 +97,7 @@ struct Delivery {
 /// The renamed-repository sample as GitHub sends it, signed with `secret`.
 /// Each delivery id gets its own bytes (a real event's body differs from
 /// another's), so only [`replay`] sends the same body twice.
-fn github(secret: &str, guid: &str) -> Delivery {
+pub(crate) fn github(secret: &str, guid: &str) -> Delivery {
     let sample = fixture("github", "webhook-repository-renamed.json");
     let body = [
         format!("{{\"test_delivery\":\"{guid}\",").as_bytes(),
@@ -109,7 +109,7 @@ fn github(secret: &str, guid: &str) -> Delivery {
 
 /// The same signed bytes as `github(secret, first)`, under delivery id
 /// `guid`: a replay.
-fn replay(secret: &str, first: &str, guid: &str) -> Delivery {
+pub(crate) fn replay(secret: &str, first: &str, guid: &str) -> Delivery {
     signed_github(secret, guid, github(secret, first).body)
 }
 
@@ -127,7 +127,7 @@ fn signed_github(secret: &str, guid: &str, body: Vec<u8>) -> Delivery {
     }
 }
 
-async fn post(app: &Router, path: &str, d: &Delivery) -> StatusCode {
+pub(crate) async fn post(app: &Router, path: &str, d: &Delivery) -> StatusCode {
     let mut req = Request::post(path);
     for (k, v) in &d.headers {
         req = req.header(*k, v);
@@ -139,7 +139,7 @@ async fn post(app: &Router, path: &str, d: &Delivery) -> StatusCode {
         .status()
 }
 
-async fn deliveries_and_jobs(store: &Store, connection: &str) -> (usize, i64) {
+pub(crate) async fn deliveries_and_jobs(store: &Store, connection: &str) -> (usize, i64) {
     let rows = store.list_deliveries(connection).await.unwrap();
     (rows.len(), store.queued_job_count(QUEUE).await.unwrap())
 }

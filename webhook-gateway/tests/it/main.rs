@@ -10,6 +10,7 @@
 extern crate cmcp_registry;
 
 mod bitbucket;
+mod cached;
 mod edge;
 mod github;
 mod hooks;

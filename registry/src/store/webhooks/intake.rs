@@ -1,0 +1,449 @@
+//! The hot path of a delivery's acceptance: what the gateway needs to know
+//! about a connection (read in one query, for its cache), and the write of
+//! a batch of verified deliveries in ONE transaction, each delivery in one
+//! statement that also re-checks what its acceptance relied on.
+//!
+//! A gateway keeps a connection's status and secrets in memory, so a
+//! fleet's other gateways (or the CLI) may have disabled the connection or
+//! ended a secret's overlap since. The statement that stores a delivery
+//! therefore checks, against the committed rows, that the connection
+//! still takes deliveries and that the secret which verified it is still
+//! valid; when either no longer holds it writes nothing and says
+//! [`Accepted::Stale`], and the gateway reads the connection again and
+//! decides afresh. A cache can thus make a delivery cheaper, never accept
+//! one the store would have refused.
+//!
+//! On PostgreSQL the deliveries of a batch that share no key and no body
+//! hash with another go in together, one statement over arrays
+//! ([`pg_batch`]); each of the others is one CTE: the premise, the replay lookup
+//! (same body hash for the connection within [`REPLAY_WINDOW_MS`]), the
+//! delivery's INSERT with its UNIQUE dedupe, and its job's INSERT, so a
+//! delivery costs one round trip, and a batch of one is committed on its
+//! own without BEGIN/COMMIT. SQLite has no data-modifying CTE: the
+//! delivery's INSERT carries the premise and the replay check, and its job
+//! follows in the same transaction. Every delivery is a statement of its
+//! own so that dedupe and replay detection stay exact inside a batch: a
+//! later statement of the transaction sees the rows of the earlier ones.
+
+mod pg_batch;
+
+use std::sync::LazyLock;
+
+use cmcp_domain::{ConnectionStatus, Platform, Token};
+use sqlx::{PgConnection, SqliteConnection};
+
+use super::{
+    DeliveryStatus, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded, job_insert_sql, new_ulid,
+    secret_context,
+};
+use crate::cipher::Cipher;
+use crate::error::{RegistryError, Result};
+use crate::store::{Backend, Store, now_ms};
+
+/// A connection as the gateway's acceptance needs it.
+#[derive(Debug, Clone)]
+pub struct IntakeState {
+    pub platform: Platform,
+    pub status: ConnectionStatus,
+    /// The secrets valid when read, the current one first.
+    pub secrets: Vec<IntakeSecret>,
+}
+
+/// One webhook secret with its row id (what a [`Premise`] names) and the
+/// end of its validity (`None`: current).
+#[derive(Debug, Clone)]
+pub struct IntakeSecret {
+    pub id: i64,
+    pub secret: Token,
+    pub valid_until: Option<i64>,
+}
+
+/// What the gateway's acceptance of a delivery relied on; the statement
+/// that stores the delivery checks it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Premise {
+    /// The webhook secret that verified the delivery; `None` when it was
+    /// authenticated otherwise (a Drive channel, read fresh).
+    pub secret_id: Option<i64>,
+}
+
+/// What storing a delivery under a [`Premise`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    Recorded(Recorded),
+    /// The connection no longer takes deliveries, or the secret that
+    /// verified this one is no longer valid: nothing was written.
+    Stale,
+}
+
+/// The statuses of a connection whose deliveries are taken in, as an SQL
+/// list (built from the closed set of names, never from input).
+fn reading_statuses() -> String {
+    [
+        ConnectionStatus::Enabled,
+        ConnectionStatus::Disabled,
+        ConnectionStatus::Held,
+        ConnectionStatus::Unlinked,
+        ConnectionStatus::Rejected,
+    ]
+    .into_iter()
+    .filter(|s| s.reads())
+    .map(|s| format!("'{}'", s.as_str()))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// `$14` the verifying secret's id (NULL: none to check), `$15` 1 when the
+/// premise is checked at all (0 for the unguarded `record_delivery`), `$6`
+/// the time of the write.
+fn premise_sql() -> String {
+    format!(
+        "($15 = 0 OR (EXISTS (SELECT 1 FROM connections c WHERE c.id = $2 AND c.platform = $3 \
+           AND c.status IN ({statuses})) \
+         AND ($14 IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s WHERE s.id = $14 \
+           AND s.connection_id = $2 AND (s.valid_until IS NULL OR s.valid_until > $6)))))",
+        statuses = reading_statuses()
+    )
+}
+
+/// The first stored delivery of the same signed body within the window
+/// (`$16` its start); nothing when `$13`, the hash, is NULL.
+const REPLAY_SQL: &str = "SELECT id FROM webhook_deliveries WHERE connection_id = $2 \
+     AND body_sha256 = $13 AND received_at > $16 ORDER BY received_at LIMIT 1";
+
+const DELIVERY_COLUMNS: &str = "id, connection_id, platform, delivery_key, event, received_at, \
+     headers, body, verification, status, error, processed_at, body_sha256";
+
+/// The PostgreSQL statement, with the job's INSERT (`$17`–`$21`) or,
+/// for a delivery that needs no job, without it (so that a registry
+/// without the queue's schema still records those).
+fn pg_sql(with_job: bool) -> String {
+    let job = if with_job {
+        "job AS (INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+           SELECT $17, $18, $19, 'Pending', 0, $20, to_timestamp($21::bigint), 0, NULL FROM ins RETURNING id)"
+    } else {
+        "job AS (SELECT NULL::text AS id)"
+    };
+    format!(
+        "WITH premise AS (SELECT {premise} AS ok), \
+         replay AS ({REPLAY_SQL}), \
+         ins AS (INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
+           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM premise \
+           WHERE premise.ok AND NOT EXISTS (SELECT 1 FROM replay) \
+           ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id), \
+         {job} \
+         SELECT (SELECT ok FROM premise), (SELECT id FROM replay), (SELECT id FROM ins), \
+           (SELECT id FROM job), \
+           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = $2 AND d.delivery_key = $4)",
+        premise = premise_sql()
+    )
+}
+
+static PG_SQL_WITH_JOB: LazyLock<String> = LazyLock::new(|| pg_sql(true));
+static PG_SQL_NO_JOB: LazyLock<String> = LazyLock::new(|| pg_sql(false));
+
+static SQLITE_INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
+         WHERE {premise} AND NOT EXISTS ({REPLAY_SQL}) \
+         ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
+        premise = premise_sql()
+    )
+});
+
+/// Why a delivery was not inserted (SQLite, inside its transaction). SQLite
+/// binds only the parameters a statement names, so the shared binds fit.
+static SQLITE_WHY_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {premise}, ({REPLAY_SQL}), \
+         (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = $2 AND d.delivery_key = $4)",
+        premise = premise_sql()
+    )
+});
+
+/// One delivery's bound values.
+struct Prepared<'a> {
+    new: &'a NewDelivery,
+    premise: Option<Premise>,
+    id: String,
+    headers: String,
+    body: &'a [u8],
+    now: i64,
+    processed_at: Option<i64>,
+    job: Option<(QueuedJob, String)>,
+}
+
+impl<'a> Prepared<'a> {
+    fn new(new: &'a NewDelivery, premise: Option<Premise>) -> Result<Prepared<'a>> {
+        let id = new_ulid();
+        let job = (new.status == DeliveryStatus::Received)
+            .then(|| (QueuedJob::handle_delivery(&id), new_ulid()));
+        let headers = serde_json::to_string(&new.headers).map_err(|e| RegistryError::Invalid {
+            what: format!("headers: {e}"),
+        })?;
+        let now = now_ms();
+        // An ignored event (a `push`, which this fleet never reads) is
+        // answered and kept as a row with its outcome; its body, which can
+        // be megabytes, is never needed again.
+        let body: &[u8] = if new.status == DeliveryStatus::Ignored {
+            &[]
+        } else {
+            &new.body
+        };
+        Ok(Prepared {
+            new,
+            premise,
+            id,
+            headers,
+            body,
+            now,
+            processed_at: (new.status != DeliveryStatus::Received).then_some(now),
+            job,
+        })
+    }
+
+    fn checked(&self) -> i64 {
+        i64::from(self.premise.is_some())
+    }
+
+    fn secret_id(&self) -> Option<i64> {
+        self.premise.and_then(|p| p.secret_id)
+    }
+}
+
+/// Bind `$1`–`$16`, shared by every statement of this module.
+macro_rules! bind_delivery {
+    ($q:expr, $p:expr) => {{
+        let p: &Prepared<'_> = $p;
+        $q.bind(&p.id)
+            .bind(&p.new.connection_id)
+            .bind(p.new.platform.as_str())
+            .bind(&p.new.delivery_key)
+            .bind(&p.new.event)
+            .bind(p.now)
+            .bind(&p.headers)
+            .bind(p.body)
+            .bind(&p.new.verification)
+            .bind(p.new.status.as_str())
+            .bind(&p.new.error)
+            .bind(p.processed_at)
+            .bind(&p.new.body_sha256)
+            .bind(p.secret_id())
+            .bind(p.checked())
+            .bind(p.now - REPLAY_WINDOW_MS)
+    }};
+}
+
+type PgOutcome = (
+    Option<bool>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
+    let (ok, replay, inserted, job, existing) = match &p.job {
+        Some((job, id)) => {
+            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p)
+                .bind(&job.payload)
+                .bind(id)
+                .bind(&job.queue)
+                .bind(job.max_attempts)
+                .bind(p.now / 1000)
+                .fetch_one(&mut *conn)
+                .await?
+        }
+        None => {
+            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_NO_JOB.as_str()), p)
+                .fetch_one(&mut *conn)
+                .await?
+        }
+    };
+    if ok != Some(true) {
+        return Ok(Accepted::Stale);
+    }
+    let recorded = match (replay, inserted, existing) {
+        (Some(id), _, _) => Recorded::Replay { id },
+        (None, Some(id), _) => Recorded::Stored { id, job_id: job },
+        (None, None, Some(id)) => Recorded::Duplicate { id },
+        // A copy committed by another transaction after this statement's
+        // snapshot: ON CONFLICT waited for it, a new statement sees it.
+        (None, None, None) => {
+            let (id,): (String,) = sqlx::query_as(
+                "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND delivery_key = $2",
+            )
+            .bind(&p.new.connection_id)
+            .bind(&p.new.delivery_key)
+            .fetch_one(&mut *conn)
+            .await?;
+            Recorded::Duplicate { id }
+        }
+    };
+    Ok(Accepted::Recorded(recorded))
+}
+
+async fn sqlite_one(conn: &mut SqliteConnection, p: &Prepared<'_>) -> Result<Accepted> {
+    let inserted: Option<(String,)> = bind_delivery!(sqlx::query_as(SQLITE_INSERT_SQL.as_str()), p)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if inserted.is_some() {
+        let job_id = match &p.job {
+            Some((job, id)) => {
+                sqlx::query(job_insert_sql(Backend::Sqlite))
+                    .bind(&job.payload)
+                    .bind(id)
+                    .bind(&job.queue)
+                    .bind(job.max_attempts)
+                    .bind(p.now / 1000)
+                    .execute(&mut *conn)
+                    .await?;
+                Some(id.clone())
+            }
+            None => None,
+        };
+        return Ok(Accepted::Recorded(Recorded::Stored {
+            id: p.id.clone(),
+            job_id,
+        }));
+    }
+    // One writer at a time on SQLite: what this transaction reads now is
+    // what stopped the INSERT.
+    let (ok, replay, existing): (bool, Option<String>, Option<String>) =
+        bind_delivery!(sqlx::query_as(SQLITE_WHY_SQL.as_str()), p)
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(match (ok, replay, existing) {
+        (false, _, _) => Accepted::Stale,
+        (true, Some(id), _) => Accepted::Recorded(Recorded::Replay { id }),
+        (true, None, Some(id)) => Accepted::Recorded(Recorded::Duplicate { id }),
+        (true, None, None) => {
+            return Err(RegistryError::Corrupt {
+                what: format!(
+                    "delivery {:?} of {:?} was neither stored nor a duplicate",
+                    p.new.delivery_key, p.new.connection_id
+                ),
+            });
+        }
+    })
+}
+
+impl Store {
+    /// A connection's platform, status and currently valid webhook
+    /// secrets (current first), in one query; `None` for no such
+    /// connection.
+    pub async fn intake_state(
+        &self,
+        cipher: &Cipher,
+        connection_id: &str,
+    ) -> Result<Option<IntakeState>> {
+        let now = now_ms();
+        type Row = (String, String, Option<i64>, Option<Vec<u8>>, Option<i64>);
+        let rows: Vec<Row> = crate::store::on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT c.platform, c.status, s.id, s.secret_sealed, s.valid_until FROM connections c \
+                 LEFT JOIN webhook_secrets s ON s.connection_id = c.id \
+                   AND (s.valid_until IS NULL OR s.valid_until > $2) \
+                 WHERE c.id = $1 \
+                 ORDER BY (s.valid_until IS NULL) DESC, s.created_at DESC, s.id DESC",
+            )
+            .bind(connection_id).bind(now)
+            .fetch_all(pool).await?
+        });
+        let Some((platform, status, ..)) = rows.first() else {
+            return Ok(None);
+        };
+        let corrupt = |what: &str| RegistryError::Corrupt {
+            what: format!("connection {connection_id:?}: {what}"),
+        };
+        let platform = platform.parse().map_err(|_| corrupt("platform"))?;
+        let status = status.parse().map_err(|_| corrupt("status"))?;
+        let context = secret_context(connection_id);
+        let secrets = rows
+            .iter()
+            .filter_map(|(_, _, id, sealed, until)| Some((id.as_ref()?, sealed.as_ref()?, until)))
+            .map(|(id, sealed, until)| {
+                Ok(IntakeSecret {
+                    id: *id,
+                    secret: cipher.open_token(sealed, &context)?,
+                    valid_until: *until,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(IntakeState {
+            platform,
+            status,
+            secrets,
+        }))
+    }
+
+    /// Store verified deliveries in ONE transaction, each with its
+    /// `handle-delivery` job when its status is `received`, each checked
+    /// against its [`Premise`] (when given), dedupe key and body hash as
+    /// [`Store::record_delivery`] does, in order: a later delivery of the
+    /// batch is a duplicate or a replay of an earlier one as if it had come
+    /// after it. Nothing is written when this fails.
+    pub async fn record_deliveries(
+        &self,
+        batch: &[(&NewDelivery, Option<Premise>)],
+    ) -> Result<Vec<Accepted>> {
+        let prepared = batch
+            .iter()
+            .map(|(new, premise)| Prepared::new(new, *premise))
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = Vec::with_capacity(prepared.len());
+        match self {
+            Store::Postgres(pool) => {
+                let together = pg_batch::independent(&prepared);
+                let (many, apart): (Vec<usize>, Vec<usize>) =
+                    (0..prepared.len()).partition(|&i| together[i]);
+                let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
+                let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
+                if apart.is_empty() {
+                    // One statement is its own transaction: no BEGIN, no COMMIT.
+                    let mut conn = pool.acquire().await?;
+                    for (i, a) in many
+                        .iter()
+                        .zip(pg_batch::pg_many(&mut conn, &many_refs).await?)
+                    {
+                        slots[*i] = Some(a);
+                    }
+                } else {
+                    let mut tx = pool.begin().await?;
+                    if !many.is_empty() {
+                        for (i, a) in many
+                            .iter()
+                            .zip(pg_batch::pg_many(&mut tx, &many_refs).await?)
+                        {
+                            slots[*i] = Some(a);
+                        }
+                    }
+                    for &i in &apart {
+                        slots[i] = Some(pg_one(&mut tx, &prepared[i]).await?);
+                    }
+                    tx.commit().await?;
+                }
+                out.extend(slots.into_iter().flatten());
+            }
+            Store::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                for p in &prepared {
+                    out.push(sqlite_one(&mut tx, p).await?);
+                }
+                tx.commit().await?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_statuses_that_read_take_deliveries() {
+        assert_eq!(reading_statuses(), "'enabled', 'held', 'rejected'");
+    }
+}

@@ -1,0 +1,204 @@
+//! PostgreSQL: the deliveries of a batch in ONE statement over arrays
+//! (`unnest`), so that a batch costs one round trip however many it holds
+//! (each round trip is a wake-up of the server's backend and of this
+//! process; on a busy machine those, not the SQL, bound the rate).
+//!
+//! Only deliveries that share neither their delivery key nor their body
+//! hash with another of the batch go in together: every row of one
+//! statement sees the same snapshot, so two copies of one key, or a body
+//! and its replay, could not see each other there. Those few are written
+//! after it, one statement each and in their order, in the same
+//! transaction, where each sees the rows before it. As the two groups
+//! share no key and no hash, neither's outcome depends on the other's, and
+//! every outcome is the one of one delivery after the other.
+
+use std::collections::HashMap;
+
+use sqlx::PgConnection;
+
+use super::{Accepted, Prepared, reading_statuses};
+use crate::error::Result;
+use crate::store::webhooks::{HANDLE_DELIVERY_QUEUE, Recorded};
+
+/// Which deliveries of the batch share no key and no body hash with
+/// another of it.
+pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
+    let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut hashes: HashMap<(&str, &str), usize> = HashMap::new();
+    for p in batch {
+        let c = p.new.connection_id.as_str();
+        *keys.entry((c, &p.new.delivery_key)).or_default() += 1;
+        if let Some(h) = &p.new.body_sha256 {
+            *hashes.entry((c, h)).or_default() += 1;
+        }
+    }
+    batch
+        .iter()
+        .map(|p| {
+            let c = p.new.connection_id.as_str();
+            keys[&(c, p.new.delivery_key.as_str())] == 1
+                && p.new
+                    .body_sha256
+                    .as_deref()
+                    .is_none_or(|h| hashes[&(c, h)] == 1)
+        })
+        .collect()
+}
+
+fn batch_sql(with_job: bool) -> String {
+    let job = if with_job {
+        ", job AS (INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+           SELECT c.job, c.job_id, $21, 'Pending', 0, c.max_attempts, to_timestamp(c.run_at), 0, NULL \
+           FROM checked c JOIN ins ON ins.id = c.id WHERE c.job_id IS NOT NULL RETURNING id)"
+    } else {
+        ""
+    };
+    format!(
+        "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+           $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::int8[], \
+           $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::text[], $18::bytea[], $19::int4[], \
+           $20::int8[]) WITH ORDINALITY AS t(id, connection_id, platform, delivery_key, event, \
+           received_at, headers, body, verification, status, error, processed_at, body_sha256, \
+           secret_id, checked, since, job_id, job, max_attempts, run_at, ord)), \
+         checked AS MATERIALIZED (SELECT i.*, \
+           (i.checked = 0 OR (EXISTS (SELECT 1 FROM connections c WHERE c.id = i.connection_id \
+              AND c.platform = i.platform AND c.status IN ({statuses})) \
+            AND (i.secret_id IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s \
+              WHERE s.id = i.secret_id AND s.connection_id = i.connection_id \
+              AND (s.valid_until IS NULL OR s.valid_until > i.received_at))))) AS ok, \
+           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
+              AND d.body_sha256 = i.body_sha256 AND d.received_at > i.since \
+              ORDER BY d.received_at LIMIT 1) AS replay, \
+           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
+              AND d.delivery_key = i.delivery_key) AS existing \
+           FROM input i), \
+         ins AS (INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
+           received_at, headers, body, verification, status, error, processed_at, body_sha256) \
+           SELECT id, connection_id, platform, delivery_key, event, received_at, headers, body, \
+           verification, status, error, processed_at, body_sha256 FROM checked \
+           WHERE ok AND replay IS NULL ORDER BY ord \
+           ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id){job} \
+         SELECT c.ok, c.replay, ins.id, c.existing FROM checked c LEFT JOIN ins ON ins.id = c.id \
+         ORDER BY c.ord",
+        statuses = reading_statuses()
+    )
+}
+
+static WITH_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(true));
+static NO_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(false));
+
+type Row = (Option<bool>, Option<String>, Option<String>, Option<String>);
+
+/// Write `batch` (deliveries that share no key and no hash) in one
+/// statement; outcomes in its order.
+pub(super) async fn pg_many<'a>(
+    conn: &mut PgConnection,
+    batch: &[&'a Prepared<'a>],
+) -> Result<Vec<Accepted>> {
+    let with_job = batch.iter().any(|p| p.job.is_some());
+    let sql: &'static str = if with_job {
+        WITH_JOB.as_str()
+    } else {
+        NO_JOB.as_str()
+    };
+    let col =
+        |f: fn(&'a Prepared<'a>) -> &'a str| batch.iter().map(|p| f(p)).collect::<Vec<&'a str>>();
+    let rows: Vec<Row> = sqlx::query_as(sql)
+        .bind(col(|p| &p.id))
+        .bind(col(|p| &p.new.connection_id))
+        .bind(col(|p| p.new.platform.as_str()))
+        .bind(col(|p| &p.new.delivery_key))
+        .bind(col(|p| &p.new.event))
+        .bind(batch.iter().map(|p| p.now).collect::<Vec<i64>>())
+        .bind(col(|p| &p.headers))
+        .bind(batch.iter().map(|p| p.body).collect::<Vec<&[u8]>>())
+        .bind(col(|p| &p.new.verification))
+        .bind(col(|p| p.new.status.as_str()))
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.new.error.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.processed_at)
+                .collect::<Vec<Option<i64>>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.new.body_sha256.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.secret_id())
+                .collect::<Vec<Option<i64>>>(),
+        )
+        .bind(batch.iter().map(|p| p.checked()).collect::<Vec<i64>>())
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.now - crate::store::webhooks::REPLAY_WINDOW_MS)
+                .collect::<Vec<i64>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.job.as_ref().map(|(_, id)| id.as_str()))
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| {
+                    p.job
+                        .as_ref()
+                        .map_or(&[][..], |(j, _)| j.payload.as_slice())
+                })
+                .collect::<Vec<&[u8]>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|p| p.job.as_ref().map_or(0, |(j, _)| j.max_attempts))
+                .collect::<Vec<i32>>(),
+        )
+        .bind(batch.iter().map(|p| p.now / 1000).collect::<Vec<i64>>())
+        .bind(HANDLE_DELIVERY_QUEUE)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = Vec::with_capacity(batch.len());
+    for (p, (ok, replay, inserted, existing)) in batch.iter().zip(rows) {
+        if ok != Some(true) {
+            out.push(Accepted::Stale);
+            continue;
+        }
+        let recorded = match (replay, inserted, existing) {
+            (Some(id), _, _) => Recorded::Replay { id },
+            (None, Some(id), _) => Recorded::Stored {
+                id,
+                job_id: p.job.as_ref().map(|(_, id)| id.clone()),
+            },
+            (None, None, Some(id)) => Recorded::Duplicate { id },
+            // A copy committed by another transaction after this
+            // statement's snapshot: ON CONFLICT waited for it, a new
+            // statement sees it.
+            (None, None, None) => {
+                let (id,): (String,) = sqlx::query_as(
+                    "SELECT id FROM webhook_deliveries WHERE connection_id = $1 AND delivery_key = $2",
+                )
+                .bind(&p.new.connection_id)
+                .bind(&p.new.delivery_key)
+                .fetch_one(&mut *conn)
+                .await?;
+                Recorded::Duplicate { id }
+            }
+        };
+        out.push(Accepted::Recorded(recorded));
+    }
+    Ok(out)
+}

@@ -1,0 +1,175 @@
+//! The load generator: signed GitHub deliveries from `clients` concurrent
+//! clients, either back to back (the rate a server sustains) or paced at a
+//! fixed rate (its latency at a given load). It drives our gateway and a
+//! peer alike, by URL.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cmcp_webhook_gateway::{WebhookSecret, sign};
+
+const SAMPLE: &[u8] =
+    include_bytes!("../../../fixtures/data/github/webhooks/webhook-repository-renamed.json");
+
+/// A delivery body of about `bytes` bytes: the renamed-repository sample,
+/// padded with a field the parser ignores. Each delivery gets its own
+/// bytes (a sequence number in front): a body seen before under a new id
+/// is a replay, not a delivery.
+#[derive(Clone)]
+pub struct Bodies {
+    template: Arc<Vec<u8>>,
+    /// The next sequence number, shared by every run of these bodies.
+    seq: Arc<AtomicUsize>,
+}
+
+impl Bodies {
+    pub fn of_size(bytes: usize) -> Bodies {
+        let mut template = SAMPLE[1..].to_vec();
+        let pad = bytes.saturating_sub(SAMPLE.len() + 40);
+        if pad > 0 {
+            // Hex of a xorshift stream: it does not compress, so neither
+            // database gets the padding for free.
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let hex: String = (0..pad)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    char::from(b"0123456789abcdef"[(x & 15) as usize])
+                })
+                .collect();
+            let field = format!("\"bench_pad\":\"{hex}\",");
+            template.splice(0..0, field.into_bytes());
+        }
+        Bodies {
+            template: Arc::new(template),
+            seq: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A body never sent before by this set.
+    pub fn next(&self) -> Vec<u8> {
+        self.body(self.seq.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Body number `n` (0 is the one the references insert).
+    pub fn body(&self, n: usize) -> Vec<u8> {
+        [format!("{{\"bench_seq\":{n},").as_bytes(), &self.template].concat()
+    }
+
+    pub fn len(&self) -> usize {
+        self.body(0).len()
+    }
+}
+
+/// What one run measured.
+pub struct Figures {
+    pub sent: usize,
+    pub ok: usize,
+    pub elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Figures {
+    pub fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        let mut l = self.latencies.clone();
+        l.sort();
+        let i = ((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1));
+        l.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
+    }
+}
+
+/// How requests are issued.
+#[derive(Clone, Copy)]
+pub enum Pace {
+    /// Each client sends its next request when the last is answered.
+    Closed,
+    /// Request `i` is due at `i / rate` seconds; its latency counts from
+    /// then, so a server (or generator) that falls behind shows it.
+    Rate(f64),
+}
+
+/// Run `clients` clients against `url` for `seconds`.
+pub async fn run(
+    url: &str,
+    secret: &str,
+    bodies: &Bodies,
+    clients: usize,
+    pace: Pace,
+    seconds: Duration,
+) -> Figures {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()
+        .expect("http client");
+    let secret = WebhookSecret::from(secret);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (client, url, secret, next, bodies) = (
+            client.clone(),
+            url.to_owned(),
+            secret.clone(),
+            next.clone(),
+            bodies.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let (mut sent, mut ok, mut lat) = (0, 0, Vec::new());
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let due = match pace {
+                    Pace::Closed => Instant::now(),
+                    Pace::Rate(r) => started + Duration::from_secs_f64(n as f64 / r),
+                };
+                if due.duration_since(started) >= seconds {
+                    break;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                let body = bodies.next();
+                let signature = sign(&secret, &body);
+                let answer = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-github-event", "repository")
+                    .header("x-github-hook-id", "1")
+                    .header("x-github-delivery", uuid::Uuid::new_v4().to_string())
+                    .header("x-hub-signature-256", signature)
+                    .body(body)
+                    .send()
+                    .await;
+                let good = match answer {
+                    Ok(r) => {
+                        let status = r.status();
+                        let _ = r.bytes().await;
+                        status.is_success()
+                    }
+                    Err(_) => false,
+                };
+                lat.push(due.elapsed());
+                sent += 1;
+                ok += usize::from(good);
+            }
+            (sent, ok, lat)
+        }));
+    }
+    let mut f = Figures {
+        sent: 0,
+        ok: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
+    for t in tasks {
+        let (sent, ok, lat) = t.await.expect("client task");
+        f.sent += sent;
+        f.ok += ok;
+        f.latencies.extend(lat);
+    }
+    f.elapsed = started.elapsed();
+    f
+}

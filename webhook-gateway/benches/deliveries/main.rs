@@ -1,0 +1,357 @@
+//! Sustained signed GitHub deliveries accepted durably, on SQLite and (when
+//! `CMCP_TEST_POSTGRES_URL` is set) PostgreSQL, for 7.6 KB and 50 KB
+//! bodies at 16 clients, against references measured in the same run:
+//!
+//! - ours back to back (rate, p50, p99), and paced at half load (p99):
+//!   half of the larger of our rate and the reference's on PostgreSQL,
+//!   half of ours on SQLite; latency counts from when a request was due;
+//! - the database's single-row INSERT rate at the same client count and
+//!   body size: `pgbench` with a custom script when it is installed, and
+//!   an equivalent sqlx loop (autocommit, one statement each) always;
+//! - a peer, when `BENCH_PEER_URL` names one (signed with
+//!   `BENCH_PEER_SECRET`, default `bench-peer-secret`): `peer.mjs` beside
+//!   this file is a minimal Node receiver (its header says how to run it;
+//!   it needs `npm install @octokit/webhooks-methods pg`, never done by the
+//!   build).
+//!
+//! Every accepted delivery is checked afterwards to have its row and job.
+//! The machine's load average is printed with the figures: on a shared
+//! machine they move with it.
+//!
+//! `cargo bench -p cmcp-webhook-gateway --bench deliveries`
+//! Knobs: `BENCH_SECONDS` (8, a phase), `BENCH_CONCURRENCY` (16),
+//! `BENCH_SIZES` (`7669,51200` bytes), `BENCH_COMMIT_WRITERS`,
+//! `BENCH_COMMIT_WINDOW_MS`, `BENCH_COMMIT_BATCH_MAX` (the gateway's
+//! `[gateway]` settings; defaults as there), `BENCH_BACKENDS`
+//! (`sqlite,postgres`).
+
+mod load;
+mod refs;
+
+use std::time::Duration;
+
+use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
+use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::{NewConnection, Store};
+use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, listen, router};
+use load::{Bodies, Figures, Pace};
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+struct Knobs {
+    seconds: Duration,
+    clients: usize,
+    sizes: Vec<usize>,
+    peer: Option<(String, String)>,
+    gateway: GatewayConfig,
+}
+
+/// One line of the closing table.
+struct Line {
+    backend: &'static str,
+    size: usize,
+    ours: (f64, f64, f64),
+    half: (f64, f64),
+    pgbench: Option<f64>,
+    sqlx: f64,
+    peer: Option<(f64, f64, f64)>,
+    stored_ok: bool,
+}
+
+fn row(what: &str, f: &Figures) {
+    println!(
+        "  {what:<46} {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} ok of {})",
+        f.rate(),
+        f.percentile_ms(0.50),
+        f.percentile_ms(0.99),
+        f.ok,
+        f.sent
+    );
+}
+
+async fn setup(store: &Store) -> String {
+    match store {
+        Store::Sqlite(pool) => apalis_sqlite::SqliteStorage::<()>::migrations()
+            .run(pool)
+            .await
+            .expect("queue tables"),
+        Store::Postgres(pool) => apalis_postgres::PostgresStorage::<()>::setup(pool)
+            .await
+            .expect("queue tables"),
+    }
+    let cipher = cipher();
+    store
+        .create_connection(
+            &cipher,
+            NewConnection {
+                id: "gh".into(),
+                spec: ConnectionSpec {
+                    platform: Platform::Github,
+                    scope: "acme".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                },
+                owner: Owner::Company,
+                token: Token::new("t"),
+                settings: serde_json::json!({}),
+            },
+            "bench",
+        )
+        .await
+        .expect("connection");
+    store
+        .current_webhook_secret(&cipher, "gh")
+        .await
+        .expect("secret")
+        .expose()
+        .to_owned()
+}
+
+async fn counted(store: &Store) -> (i64, i64) {
+    let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
+    let (rows,): (i64,) = match store {
+        Store::Sqlite(pool) => sqlx::query_as(sql).fetch_one(pool).await,
+        Store::Postgres(pool) => sqlx::query_as(sql).fetch_one(pool).await,
+    }
+    .expect("count deliveries");
+    let jobs = store
+        .queued_job_count("handle-delivery")
+        .await
+        .expect("count jobs");
+    (rows, jobs)
+}
+
+async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
+    let secret = setup(&db.store).await;
+    let app = router(EdgeState {
+        store: db.store.clone(),
+        metrics: None,
+        hooks: Some(Hooks::new(cipher(), k.gateway.clone())),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks/github/gh", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = k.gateway.clone();
+    let server = tokio::spawn(async move {
+        listen::serve(listener, app, &config, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let mut lines = Vec::new();
+    let mut accepted = 0;
+    for &size in &k.sizes {
+        let bodies = Bodies::of_size(size);
+        let n = bodies.len();
+        println!(
+            "== {backend}, {n}-byte signed bodies, {} clients, {} s a phase (load average {}) ==",
+            k.clients,
+            k.seconds.as_secs(),
+            load_average()
+        );
+        // Warm-up: connections, prepared statements, the cache.
+        let warm = load::run(
+            &url,
+            &secret,
+            &bodies,
+            4,
+            Pace::Closed,
+            Duration::from_secs(1),
+        )
+        .await;
+        let ours = load::run(&url, &secret, &bodies, k.clients, Pace::Closed, k.seconds).await;
+        row("ours", &ours);
+        let pgbench = match backend {
+            "postgres" => match refs::pgbench(&db.store, &db.url, &bodies, k.clients, k.seconds)
+                .await
+            {
+                Ok((tps, latency)) => {
+                    let latency = latency.map_or_else(String::new, |l| format!("  mean {l:.2} ms"));
+                    println!(
+                        "  {:<46} {tps:>8.0}/s{latency}",
+                        "pgbench, one INSERT a transaction"
+                    );
+                    Some(tps)
+                }
+                Err(why) => {
+                    println!("  pgbench: not run ({why})");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let sqlx = refs::insert_loop(&db.url, &bodies, k.clients, k.seconds).await;
+        println!(
+            "  {:<46} {sqlx:>8.0}/s",
+            "sqlx loop, one INSERT a transaction"
+        );
+        let reference = pgbench.unwrap_or(sqlx);
+        let half_rate = match backend {
+            "postgres" => ours.rate().max(reference) / 2.0,
+            _ => ours.rate() / 2.0,
+        };
+        let half = load::run(
+            &url,
+            &secret,
+            &bodies,
+            k.clients,
+            Pace::Rate(half_rate),
+            k.seconds,
+        )
+        .await;
+        row(
+            &format!("ours at half load ({half_rate:.0}/s offered)"),
+            &half,
+        );
+        let peer = match (&k.peer, backend) {
+            (Some((peer_url, peer_secret)), "postgres") => {
+                let f = load::run(
+                    peer_url,
+                    peer_secret,
+                    &bodies,
+                    k.clients,
+                    Pace::Closed,
+                    k.seconds,
+                )
+                .await;
+                row(&format!("peer {peer_url}"), &f);
+                Some((f.rate(), f.percentile_ms(0.5), f.percentile_ms(0.99)))
+            }
+            _ => None,
+        };
+        accepted += warm.ok + ours.ok + half.ok;
+        let (rows, jobs) = counted(&db.store).await;
+        let stored_ok = rows == accepted as i64 && jobs == accepted as i64;
+        println!("  accepted {accepted} in all: rows {rows}, jobs {jobs}");
+        lines.push(Line {
+            backend,
+            size: n,
+            ours: (
+                ours.rate(),
+                ours.percentile_ms(0.5),
+                ours.percentile_ms(0.99),
+            ),
+            half: (half_rate, half.percentile_ms(0.99)),
+            pgbench,
+            sqlx,
+            peer,
+            stored_ok,
+        });
+    }
+    let _ = stop.send(());
+    let _ = server.await;
+    lines
+}
+
+fn ratio(a: f64, b: Option<f64>) -> String {
+    b.map_or_else(|| "-".into(), |b| format!("{:.2}x", a / b))
+}
+
+fn table(lines: &[Line]) {
+    println!();
+    println!(
+        "{:<9} {:>6} | {:>8} {:>7} {:>7} | {:>9} {:>8} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | rows",
+        "backend",
+        "body",
+        "ours/s",
+        "p50",
+        "p99",
+        "half /s",
+        "half p99",
+        "pgbench",
+        "sqlx",
+        "peer/s",
+        "÷pgbench",
+        "÷sqlx",
+        "÷peer"
+    );
+    for l in lines {
+        println!(
+            "{:<9} {:>6} | {:>8.0} {:>7.2} {:>7.2} | {:>9.0} {:>8.2} | {:>8} {:>8.0} {:>8} | {:>8} {:>8} {:>8} | {}",
+            l.backend,
+            format!("{:.1}K", l.size as f64 / 1024.0),
+            l.ours.0,
+            l.ours.1,
+            l.ours.2,
+            l.half.0,
+            l.half.1,
+            l.pgbench.map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+            l.sqlx,
+            l.peer.map_or_else(|| "-".into(), |p| format!("{:.0}", p.0)),
+            ratio(l.ours.0, l.pgbench),
+            ratio(l.ours.0, Some(l.sqlx)),
+            ratio(l.ours.0, l.peer.map(|p| p.0)),
+            if l.stored_ok { "ok" } else { "MISMATCH" },
+        );
+    }
+    println!(
+        "(latencies in ms; half = paced at half load, latency from when each request was due)"
+    );
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let defaults = GatewayConfig::default();
+    let window = knob(
+        "BENCH_COMMIT_WINDOW_MS",
+        defaults.commit_window.as_millis() as usize,
+    );
+    let knobs = Knobs {
+        seconds: Duration::from_secs(knob("BENCH_SECONDS", 8) as u64),
+        clients: knob("BENCH_CONCURRENCY", 16),
+        sizes: std::env::var("BENCH_SIZES")
+            .unwrap_or_else(|_| "7669,51200".into())
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect(),
+        peer: std::env::var("BENCH_PEER_URL").ok().map(|u| {
+            let secret =
+                std::env::var("BENCH_PEER_SECRET").unwrap_or_else(|_| "bench-peer-secret".into());
+            (u, secret)
+        }),
+        gateway: GatewayConfig {
+            commit_writers: knob("BENCH_COMMIT_WRITERS", defaults.commit_writers),
+            commit_batch_max: knob("BENCH_COMMIT_BATCH_MAX", defaults.commit_batch_max),
+            commit_window: Duration::from_millis(window as u64),
+            ..defaults
+        },
+    };
+    let backends = std::env::var("BENCH_BACKENDS").unwrap_or_else(|_| "sqlite,postgres".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "deliveries bench: load average {} at start, {} cores; gateway commit_writers {} (PostgreSQL), commit_window {:?}, commit_batch_max {}",
+        load_average(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        knobs.gateway.commit_writers,
+        knobs.gateway.commit_window,
+        knobs.gateway.commit_batch_max,
+    );
+    let lines = rt.block_on(async {
+        let mut lines = Vec::new();
+        if backends.contains("sqlite") {
+            lines.extend(bench("sqlite", TestDb::sqlite().await, &knobs).await);
+        }
+        if backends.contains("postgres") {
+            match TestDb::postgres().await {
+                Some(db) => lines.extend(bench("postgres", db, &knobs).await),
+                None => println!("postgres: skipped (set CMCP_TEST_POSTGRES_URL)"),
+            }
+        }
+        lines
+    });
+    table(&lines);
+    println!("load average at the end: {}", load_average());
+}
