@@ -3,7 +3,7 @@
 //! trigram postings, fingerprints, mappings), so the cost grows with spaces
 //! plus places, never their product.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_registry::store::{normalise_place_key, normalise_place_name};
@@ -133,7 +133,7 @@ fn index_places(places: &[Place]) -> Indexes<'_> {
 }
 
 /// The Jira-style key a repo name starts with (`PAY-123-api` → `PAY`).
-fn jira_prefix(name: &str) -> Option<String> {
+pub(crate) fn jira_prefix(name: &str) -> Option<String> {
     let (head, rest) = name.split_once('-')?;
     let ok = head.len() >= 2
         && head.len() <= 10
@@ -152,16 +152,50 @@ pub fn propose(
     mappings: &HashMap<SpaceAddress, String>,
     settings: &Settings,
 ) -> Vec<Candidate> {
+    ladder(places, spaces, mappings, settings, None)
+}
+
+/// [`propose`] for the `containers` only. `spaces` need not be the whole
+/// registry: for each of the containers it must hold the container, its
+/// children, every space sharing a fingerprint with them and every mapped
+/// Jira project named by a child (`refresh_changed` reads exactly those),
+/// and `mappings` the mappings of all of them, of their containers and of
+/// the containers' stable ids.
+pub fn propose_for(
+    places: &[Place],
+    spaces: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    settings: &Settings,
+    containers: &HashSet<SpaceAddress>,
+) -> Vec<Candidate> {
+    ladder(places, spaces, mappings, settings, Some(containers))
+}
+
+fn ladder(
+    places: &[Place],
+    spaces: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    settings: &Settings,
+    only: Option<&HashSet<SpaceAddress>>,
+) -> Vec<Candidate> {
     let ix = index_places(places);
     let place_ix: HashMap<&str, usize> = places
         .iter()
         .enumerate()
         .map(|(i, p)| (p.id.as_str(), i))
         .collect();
-    // Mapped stable ids, whatever the tenant (a project moved between workspaces).
-    let mut by_stable: HashMap<(SpaceKind, &str), (&SpaceAddress, &str)> = HashMap::new();
+    // Mapped stable ids, whatever the tenant (a project moved between
+    // workspaces); every one of them, in address order, so that two mapped
+    // copies are two candidates (a conflict when their places differ).
+    let mut by_stable: HashMap<(SpaceKind, &str), Vec<(&SpaceAddress, &str)>> = HashMap::new();
     for (addr, place) in mappings {
-        by_stable.insert((addr.kind(), addr.stable_id()), (addr, place.as_str()));
+        by_stable
+            .entry((addr.kind(), addr.stable_id()))
+            .or_default()
+            .push((addr, place.as_str()));
+    }
+    for list in by_stable.values_mut() {
+        list.sort_unstable();
     }
     let effective = |s: &Space| -> Option<&str> {
         mappings
@@ -171,7 +205,8 @@ pub fn propose(
     };
     let mut children: HashMap<&SpaceAddress, Vec<&Space>> = HashMap::new();
     let mut by_fingerprint: HashMap<(AliasKind, &str), Vec<&Space>> = HashMap::new();
-    let mut jira_places: HashMap<String, (&SpaceAddress, &str)> = HashMap::new();
+    // Every mapped Jira project of a key (two sites may share one).
+    let mut jira_places: HashMap<String, Vec<(&SpaceAddress, &str)>> = HashMap::new();
     for s in spaces {
         if let Some(c) = &s.container {
             children.entry(c).or_default().push(s);
@@ -185,13 +220,22 @@ pub fn propose(
         if s.address.kind() == SpaceKind::JiraProject
             && let (Some(key), Some(place)) = (&s.key, mappings.get(&s.address))
         {
-            jira_places.insert(normalise_place_key(key), (&s.address, place.as_str()));
+            jira_places
+                .entry(normalise_place_key(key))
+                .or_default()
+                .push((&s.address, place.as_str()));
         }
     }
 
     let mut out = Vec::new();
     let mut shared: HashMap<usize, usize> = HashMap::new();
-    for c in spaces.iter().filter(|s| s.address.kind().is_container()) {
+    for list in jira_places.values_mut() {
+        list.sort_unstable();
+    }
+    let wanted = |s: &&Space| {
+        s.address.kind().is_container() && only.is_none_or(|set| set.contains(&s.address))
+    };
+    for c in spaces.iter().filter(wanted) {
         if mappings.contains_key(&c.address) {
             continue;
         }
@@ -203,16 +247,21 @@ pub fn propose(
             }
         };
         // 1. The same stable id is mapped under another address.
-        if let Some((addr, place)) = by_stable.get(&(c.address.kind(), c.address.stable_id()))
-            && *addr != &c.address
-            && let Some(&i) = place_ix.get(place)
+        for (addr, place) in by_stable
+            .get(&(c.address.kind(), c.address.stable_id()))
+            .into_iter()
+            .flatten()
         {
-            add(
-                i,
-                Evidence::MappedStableId {
-                    mapped_space: addr.to_string(),
-                },
-            );
+            if *addr != &c.address
+                && let Some(&i) = place_ix.get(place)
+            {
+                add(
+                    i,
+                    Evidence::MappedStableId {
+                        mapped_space: addr.to_string(),
+                    },
+                );
+            }
         }
         // 2. Key equal (also via a retired key).
         if let Some(key) = &c.key {
@@ -258,17 +307,17 @@ pub fn propose(
             }
         }
         for (prefix, example) in prefixes {
-            if let Some((jira, place)) = jira_places.get(&prefix)
-                && let Some(&i) = place_ix.get(place)
-            {
-                add(
-                    i,
-                    Evidence::JiraKey {
-                        key: prefix,
-                        jira_project: jira.to_string(),
-                        example_repo: example.to_owned(),
-                    },
-                );
+            for (jira, place) in jira_places.get(&prefix).into_iter().flatten() {
+                if let Some(&i) = place_ix.get(place) {
+                    add(
+                        i,
+                        Evidence::JiraKey {
+                            key: prefix.clone(),
+                            jira_project: jira.to_string(),
+                            example_repo: example.to_owned(),
+                        },
+                    );
+                }
             }
         }
         for kid in kids.iter().copied().chain(std::iter::once(c)) {

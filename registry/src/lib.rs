@@ -27,6 +27,7 @@ pub use store::{
     DeliveryFilter, DeliveryRow, DeliveryStatus, NewDelivery, QueuedJob, Recorded, StoredDelivery,
 };
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
+pub use store::{DirtyRow, MatchBacklog, SharingRow};
 pub use store::{
     DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
 };
