@@ -14,23 +14,27 @@
 //! 4. spaces sharing a fingerprint with it or a child, with their mapping
 //!    and their container's mapping;
 //! 5. mapped Jira projects whose key heads a child's name;
-//! 6. the places (read whole: the fuzzy rung's trigram postings are
-//!    global).
+//! 6. the places (indexed whole: the fuzzy rung's trigram postings are
+//!    global; the index is kept in memory while the places' version token
+//!    stays, and a changed token means a full recompute first).
 //!
 //! [`affected`] turns each changed space back into the containers whose
 //! inputs it is part of, old and new (a moved repo's old container, a
 //! retired remote's old value), and [`neighbourhood`] reads 1–5 for them.
 //! A backlog above [`MAX_BACKLOG`] (a first sync, a long outage) runs the
-//! full recompute instead, and so does a places import.
+//! full recompute instead, and so do places changed since the last full
+//! recompute (a places import recomputes at once; this catches one whose
+//! recompute failed).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_registry::store::normalise_place_key;
 use cmcp_registry::{ChangeKind, MatchBacklog, ProposalFigures, Store};
 
 use crate::Result;
-use crate::ladder::{Settings, jira_prefix, propose_for};
+use crate::ladder::{PlaceIndex, Settings, jira_prefix, propose_for};
 use crate::refresh::{
     load_places, mappings_from_rows, refresh_proposals, spaces_from_rows, to_rows,
 };
@@ -62,6 +66,11 @@ pub async fn refresh_after_sync(
 /// Refresh the proposals of the containers changed since the last refresh
 /// (full or incremental), and move the ladder's position past them.
 pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
+    let (places_version, ladder_version) = store.matching_places_version().await?;
+    if ladder_version.as_deref() != Some(places_version.as_str()) {
+        tracing::info!("places changed since the last full recompute; recomputing all proposals");
+        return refresh_proposals(store, settings).await;
+    }
     let backlog = store.matching_backlog(MAX_BACKLOG).await?;
     if backlog.overflow {
         tracing::info!(
@@ -77,13 +86,13 @@ pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<Propo
     let figures = if containers.is_empty() {
         ProposalFigures::default()
     } else {
-        let places = load_places(store).await?;
+        let places = place_index(store, &places_version).await?;
         let (spaces, mappings) = neighbourhood(store, &containers).await?;
         let only: HashSet<SpaceAddress> = containers.iter().cloned().collect();
         let candidates = propose_for(&places, &spaces, &mappings, settings, &only);
         let scope: Vec<String> = containers.iter().map(ToString::to_string).collect();
         store
-            .sync_proposals_of(&scope, &to_rows(&places, &candidates))
+            .sync_proposals_of(&scope, &to_rows(places.places(), &candidates))
             .await?
     };
     let ids: Vec<i64> = backlog.dirty.iter().map(|d| d.id).collect();
@@ -98,6 +107,30 @@ pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<Propo
         "mapping proposals refreshed for what changed"
     );
     Ok(figures)
+}
+
+/// The place index of this process's last refresh, with the places
+/// version it was built from (the token differs between databases too, so
+/// one process serving several stores never mixes them up).
+static PLACES: Mutex<Option<(String, Arc<PlaceIndex>)>> = Mutex::new(None);
+
+/// The index of the places at `version`: kept while they do not change.
+async fn place_index(store: &Store, version: &str) -> Result<Arc<PlaceIndex>> {
+    {
+        let cached = PLACES.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((v, ix)) = cached.as_ref()
+            && v == version
+        {
+            return Ok(Arc::clone(ix));
+        }
+    }
+    let ix = Arc::new(PlaceIndex::new(load_places(store).await?));
+    // Kept only when no import ran while the places were read.
+    if store.matching_places_version().await?.0 == version {
+        *PLACES.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((version.to_owned(), Arc::clone(&ix)));
+    }
+    Ok(ix)
 }
 
 fn parse(s: &str) -> Option<SpaceAddress> {

@@ -78,58 +78,77 @@ pub struct Candidate {
     pub conflict: bool,
 }
 
-struct Indexes<'a> {
-    by_key: HashMap<String, Vec<(usize, &'a str, bool)>>,
-    by_name: HashMap<String, Vec<(usize, &'a str, bool)>>,
+/// The places as the ladder looks them up: by normalised key, by
+/// normalised name, by trigram. Built once per set of places (the
+/// incremental refresh keeps it while the places do not change).
+#[derive(Debug)]
+pub struct PlaceIndex {
+    places: Vec<Place>,
+    by_id: HashMap<String, usize>,
+    by_key: HashMap<String, Vec<(usize, String, bool)>>,
+    by_name: HashMap<String, Vec<(usize, String, bool)>>,
     by_trigram: HashMap<[char; 3], Vec<usize>>,
     place_trigram_count: Vec<usize>,
     place_norm_name: Vec<String>,
 }
 
-fn index_places(places: &[Place]) -> Indexes<'_> {
-    let mut ix = Indexes {
-        by_key: HashMap::new(),
-        by_name: HashMap::new(),
-        by_trigram: HashMap::new(),
-        place_trigram_count: vec![0; places.len()],
-        place_norm_name: vec![String::new(); places.len()],
-    };
-    for (i, p) in places.iter().enumerate() {
-        if p.retired {
-            continue;
-        }
-        if let Some(k) = p.key.as_deref().filter(|k| !k.trim().is_empty()) {
-            ix.by_key
-                .entry(normalise_place_key(k))
-                .or_default()
-                .push((i, k, false));
-        }
-        let norm = normalise_place_name(&p.name);
-        ix.by_name
-            .entry(norm.clone())
-            .or_default()
-            .push((i, &p.name, false));
-        for a in &p.aliases {
-            if a.is_key {
-                ix.by_key
-                    .entry(normalise_place_key(&a.raw))
-                    .or_default()
-                    .push((i, &a.raw, a.retired));
-            } else if !a.retired {
-                ix.by_name
-                    .entry(normalise_place_name(&a.raw))
-                    .or_default()
-                    .push((i, &a.raw, true));
+impl PlaceIndex {
+    pub fn new(places: Vec<Place>) -> PlaceIndex {
+        let mut ix = PlaceIndex {
+            by_id: places
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.id.clone(), i))
+                .collect(),
+            by_key: HashMap::new(),
+            by_name: HashMap::new(),
+            by_trigram: HashMap::new(),
+            place_trigram_count: vec![0; places.len()],
+            place_norm_name: vec![String::new(); places.len()],
+            places: Vec::new(),
+        };
+        for (i, p) in places.iter().enumerate() {
+            if p.retired {
+                continue;
             }
+            if let Some(k) = p.key.as_deref().filter(|k| !k.trim().is_empty()) {
+                ix.by_key
+                    .entry(normalise_place_key(k))
+                    .or_default()
+                    .push((i, k.to_owned(), false));
+            }
+            let norm = normalise_place_name(&p.name);
+            ix.by_name
+                .entry(norm.clone())
+                .or_default()
+                .push((i, p.name.clone(), false));
+            for a in &p.aliases {
+                if a.is_key {
+                    ix.by_key
+                        .entry(normalise_place_key(&a.raw))
+                        .or_default()
+                        .push((i, a.raw.clone(), a.retired));
+                } else if !a.retired {
+                    ix.by_name
+                        .entry(normalise_place_name(&a.raw))
+                        .or_default()
+                        .push((i, a.raw.clone(), true));
+                }
+            }
+            let grams = trigrams(&norm);
+            ix.place_trigram_count[i] = grams.len();
+            for g in grams {
+                ix.by_trigram.entry(g).or_default().push(i);
+            }
+            ix.place_norm_name[i] = norm;
         }
-        let grams = trigrams(&norm);
-        ix.place_trigram_count[i] = grams.len();
-        for g in grams {
-            ix.by_trigram.entry(g).or_default().push(i);
-        }
-        ix.place_norm_name[i] = norm;
+        ix.places = places;
+        ix
     }
-    ix
+
+    pub fn places(&self) -> &[Place] {
+        &self.places
+    }
 }
 
 /// The Jira-style key a repo name starts with (`PAY-123-api` → `PAY`).
@@ -152,7 +171,13 @@ pub fn propose(
     mappings: &HashMap<SpaceAddress, String>,
     settings: &Settings,
 ) -> Vec<Candidate> {
-    ladder(places, spaces, mappings, settings, None)
+    ladder(
+        &PlaceIndex::new(places.to_vec()),
+        spaces,
+        mappings,
+        settings,
+        None,
+    )
 }
 
 /// [`propose`] for the `containers` only. `spaces` need not be the whole
@@ -162,7 +187,7 @@ pub fn propose(
 /// and `mappings` the mappings of all of them, of their containers and of
 /// the containers' stable ids.
 pub fn propose_for(
-    places: &[Place],
+    places: &PlaceIndex,
     spaces: &[Space],
     mappings: &HashMap<SpaceAddress, String>,
     settings: &Settings,
@@ -172,18 +197,14 @@ pub fn propose_for(
 }
 
 fn ladder(
-    places: &[Place],
+    ix: &PlaceIndex,
     spaces: &[Space],
     mappings: &HashMap<SpaceAddress, String>,
     settings: &Settings,
     only: Option<&HashSet<SpaceAddress>>,
 ) -> Vec<Candidate> {
-    let ix = index_places(places);
-    let place_ix: HashMap<&str, usize> = places
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.id.as_str(), i))
-        .collect();
+    let places = ix.places();
+    let place_ix = &ix.by_id;
     // Mapped stable ids, whatever the tenant (a project moved between
     // workspaces); every one of them, in address order, so that two mapped
     // copies are two candidates (a conflict when their places differ).
@@ -253,7 +274,7 @@ fn ladder(
             .flatten()
         {
             if *addr != &c.address
-                && let Some(&i) = place_ix.get(place)
+                && let Some(&i) = place_ix.get(*place)
             {
                 add(
                     i,
@@ -275,7 +296,7 @@ fn ladder(
                     *i,
                     Evidence::KeyEqual {
                         key: key.to_uppercase(),
-                        place_key: (*place_key).to_owned(),
+                        place_key: place_key.clone(),
                         retired: *retired,
                     },
                 );
@@ -288,7 +309,7 @@ fn ladder(
                 *i,
                 Evidence::NameEqual {
                     name: c.name.clone(),
-                    place_name: (*place_name).to_owned(),
+                    place_name: place_name.clone(),
                     via_alias: *via_alias,
                 },
             );
@@ -308,7 +329,7 @@ fn ladder(
         }
         for (prefix, example) in prefixes {
             for (jira, place) in jira_places.get(&prefix).into_iter().flatten() {
-                if let Some(&i) = place_ix.get(place) {
+                if let Some(&i) = place_ix.get(*place) {
                     add(
                         i,
                         Evidence::JiraKey {

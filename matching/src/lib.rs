@@ -16,7 +16,9 @@ pub mod similarity;
 
 pub use evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
 pub use incremental::{refresh_after_sync, refresh_changed};
-pub use ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose, propose_for};
+pub use ladder::{
+    Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose, propose_for,
+};
 pub use refresh::{load_input, refresh_proposals, to_new_proposal};
 
 #[derive(Debug, thiserror::Error)]

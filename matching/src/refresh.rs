@@ -145,10 +145,12 @@ pub fn to_rows(places: &[Place], candidates: &[Candidate]) -> Vec<NewProposal> {
 pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
     let head = store.change_head().await?;
     let dirty = store.matching_dirty_ids().await?;
+    let (places_version, _) = store.matching_places_version().await?;
     let (places, spaces, mappings) = load_input(store).await?;
     let candidates = propose(&places, &spaces, &mappings, settings);
     let figures = store.sync_proposals(&to_rows(&places, &candidates)).await?;
     store.matching_done(head, &dirty).await?;
+    store.matching_places_done(&places_version).await?;
     tracing::info!(
         containers = spaces
             .iter()

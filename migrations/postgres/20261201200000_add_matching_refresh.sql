@@ -53,3 +53,27 @@ ALTER TABLE spaces ADD COLUMN name_prefix TEXT GENERATED ALWAYS AS (
          THEN upper(split_part(display_name, '-', 1)) END
 ) STORED;
 CREATE INDEX spaces_by_name_prefix ON spaces (name_prefix) WHERE name_prefix IS NOT NULL;
+
+-- Which places the ladder last saw: a random token that every write to
+-- places or their aliases replaces. The incremental refresh keeps its
+-- place index while the token stays; `ladder_version` is the token the
+-- last full recompute read, so a places import whose recompute failed is
+-- recomputed by the next refresh.
+CREATE TABLE matching_places_version (
+    one             INTEGER PRIMARY KEY CHECK (one = 1),
+    version         TEXT NOT NULL,
+    ladder_version  TEXT
+);
+INSERT INTO matching_places_version (one, version)
+VALUES (1, md5(random()::text || clock_timestamp()::text));
+
+CREATE FUNCTION matching_places_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE matching_places_version SET version = md5(random()::text || clock_timestamp()::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER matching_places_changed AFTER INSERT OR UPDATE OR DELETE ON places
+FOR EACH STATEMENT EXECUTE FUNCTION matching_places_changed();
+CREATE TRIGGER matching_place_aliases_changed AFTER INSERT OR UPDATE OR DELETE ON place_aliases
+FOR EACH STATEMENT EXECUTE FUNCTION matching_places_changed();

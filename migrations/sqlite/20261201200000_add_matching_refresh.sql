@@ -41,3 +41,32 @@ ALTER TABLE spaces ADD COLUMN name_prefix TEXT GENERATED ALWAYS AS (
          THEN upper(substr(display_name, 1, instr(display_name, '-') - 1)) END
 ) VIRTUAL;
 CREATE INDEX spaces_by_name_prefix ON spaces (name_prefix) WHERE name_prefix IS NOT NULL;
+
+-- Which places the ladder last saw: a random token that every write to
+-- places or their aliases replaces. The incremental refresh keeps its
+-- place index while the token stays; `ladder_version` is the token the
+-- last full recompute read, so a places import whose recompute failed is
+-- recomputed by the next refresh.
+CREATE TABLE matching_places_version (
+    one             INTEGER PRIMARY KEY CHECK (one = 1),
+    version         TEXT NOT NULL,
+    ladder_version  TEXT
+);
+INSERT INTO matching_places_version (one, version) VALUES (1, lower(hex(randomblob(16))));
+
+CREATE TRIGGER matching_places_inserted AFTER INSERT ON places
+BEGIN
+    UPDATE matching_places_version SET version = lower(hex(randomblob(16)));
+END;
+CREATE TRIGGER matching_places_updated AFTER UPDATE ON places
+BEGIN
+    UPDATE matching_places_version SET version = lower(hex(randomblob(16)));
+END;
+CREATE TRIGGER matching_place_aliases_inserted AFTER INSERT ON place_aliases
+BEGIN
+    UPDATE matching_places_version SET version = lower(hex(randomblob(16)));
+END;
+CREATE TRIGGER matching_place_aliases_updated AFTER UPDATE ON place_aliases
+BEGIN
+    UPDATE matching_places_version SET version = lower(hex(randomblob(16)));
+END;

@@ -206,6 +206,24 @@ impl Store {
         Ok(fetch_chunks!(self, MappingRow, sql, stable_ids))
     }
 
+    /// The places' current version token, and the one the last full
+    /// recompute read (none before the first).
+    pub async fn matching_places_version(&self) -> Result<(String, Option<String>)> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as("SELECT version, ladder_version FROM matching_places_version WHERE one = 1")
+                .fetch_one(pool).await?
+        }))
+    }
+
+    /// A full recompute ran against the places of `version`.
+    pub async fn matching_places_done(&self, version: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE matching_places_version SET ladder_version = $1 WHERE one = 1")
+                .bind(version).execute(pool).await?;
+        });
+        Ok(())
+    }
+
     /// Where the ladder last read the feed to.
     pub async fn matching_position(&self) -> Result<Cursor> {
         let row: Option<(i64, i64)> = on_pool!(self, pool => {
