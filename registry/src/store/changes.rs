@@ -198,10 +198,17 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(ChangeRow, bool)>> {
         let raws: Vec<(bool, RawChange)> = on_pool!(self, pool => {
-            let horizon = if matches!(self, Store::Postgres(_)) { PG_HORIZON } else { "1 = 1" };
+            // SQLite's `tx` is always 0, so a range on `(tx, id)` would walk
+            // the whole index from its start: there the id alone is the
+            // position (ids commit in order).
+            let (horizon, range, order) = if matches!(self, Store::Postgres(_)) {
+                (PG_HORIZON, "(tx, id) > ($1, $2)", "tx, id")
+            } else {
+                ("1 = 1", "tx >= $1 AND id > $2", "id")
+            };
             let sql = format!(
                 "SELECT {CHANGE_COLUMNS}, ({horizon}) AS settled FROM space_changes \
-                 WHERE (tx, id) > ($1, $2) ORDER BY tx, id LIMIT $3"
+                 WHERE {range} ORDER BY {order} LIMIT $3"
             );
             let rows: Vec<SettledRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(after.tx).bind(after.id).bind(limit)

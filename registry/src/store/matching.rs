@@ -181,7 +181,7 @@ impl Store {
     /// (`PAY-ledger` for `PAY`; upper-case, a superset of the Jira rule).
     pub async fn match_named_after(&self, prefixes: &[String]) -> Result<Vec<MatchSpaceRow>> {
         let sql = "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
-                   WHERE s.name_prefix IN ({in})";
+                   WHERE s.name_prefix IS NOT NULL AND s.name_prefix IN ({in})";
         Ok(fetch_chunks!(self, MatchSpaceRow, sql, prefixes))
     }
 
@@ -244,8 +244,7 @@ impl Store {
         let next = read
             .iter()
             .take(limit)
-            .filter(|(_, settled)| *settled)
-            .last()
+            .rfind(|(_, settled)| *settled)
             .map_or(after, |(c, _)| c.cursor);
         let mut changes: Vec<ChangeRow> = read.into_iter().map(|(c, _)| c).collect();
         let mut dirty: Vec<DirtyRow> = on_pool!(self, pool => {
