@@ -3,7 +3,7 @@
 //! trigram postings, fingerprints, mappings), so the cost grows with spaces
 //! plus places, never their product.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_registry::store::{normalise_place_key, normalise_place_name};
@@ -78,58 +78,77 @@ pub struct Candidate {
     pub conflict: bool,
 }
 
-struct Indexes<'a> {
-    by_key: HashMap<String, Vec<(usize, &'a str, bool)>>,
-    by_name: HashMap<String, Vec<(usize, &'a str, bool)>>,
+/// The places as the ladder looks them up: by normalised key, by
+/// normalised name, by trigram. Built once per set of places (the
+/// incremental refresh keeps it while the places do not change).
+#[derive(Debug)]
+pub struct PlaceIndex {
+    places: Vec<Place>,
+    by_id: HashMap<String, usize>,
+    by_key: HashMap<String, Vec<(usize, String, bool)>>,
+    by_name: HashMap<String, Vec<(usize, String, bool)>>,
     by_trigram: HashMap<[char; 3], Vec<usize>>,
     place_trigram_count: Vec<usize>,
     place_norm_name: Vec<String>,
 }
 
-fn index_places(places: &[Place]) -> Indexes<'_> {
-    let mut ix = Indexes {
-        by_key: HashMap::new(),
-        by_name: HashMap::new(),
-        by_trigram: HashMap::new(),
-        place_trigram_count: vec![0; places.len()],
-        place_norm_name: vec![String::new(); places.len()],
-    };
-    for (i, p) in places.iter().enumerate() {
-        if p.retired {
-            continue;
-        }
-        if let Some(k) = p.key.as_deref().filter(|k| !k.trim().is_empty()) {
-            ix.by_key
-                .entry(normalise_place_key(k))
-                .or_default()
-                .push((i, k, false));
-        }
-        let norm = normalise_place_name(&p.name);
-        ix.by_name
-            .entry(norm.clone())
-            .or_default()
-            .push((i, &p.name, false));
-        for a in &p.aliases {
-            if a.is_key {
-                ix.by_key
-                    .entry(normalise_place_key(&a.raw))
-                    .or_default()
-                    .push((i, &a.raw, a.retired));
-            } else if !a.retired {
-                ix.by_name
-                    .entry(normalise_place_name(&a.raw))
-                    .or_default()
-                    .push((i, &a.raw, true));
+impl PlaceIndex {
+    pub fn new(places: Vec<Place>) -> PlaceIndex {
+        let mut ix = PlaceIndex {
+            by_id: places
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.id.clone(), i))
+                .collect(),
+            by_key: HashMap::new(),
+            by_name: HashMap::new(),
+            by_trigram: HashMap::new(),
+            place_trigram_count: vec![0; places.len()],
+            place_norm_name: vec![String::new(); places.len()],
+            places: Vec::new(),
+        };
+        for (i, p) in places.iter().enumerate() {
+            if p.retired {
+                continue;
             }
+            if let Some(k) = p.key.as_deref().filter(|k| !k.trim().is_empty()) {
+                ix.by_key
+                    .entry(normalise_place_key(k))
+                    .or_default()
+                    .push((i, k.to_owned(), false));
+            }
+            let norm = normalise_place_name(&p.name);
+            ix.by_name
+                .entry(norm.clone())
+                .or_default()
+                .push((i, p.name.clone(), false));
+            for a in &p.aliases {
+                if a.is_key {
+                    ix.by_key
+                        .entry(normalise_place_key(&a.raw))
+                        .or_default()
+                        .push((i, a.raw.clone(), a.retired));
+                } else if !a.retired {
+                    ix.by_name
+                        .entry(normalise_place_name(&a.raw))
+                        .or_default()
+                        .push((i, a.raw.clone(), true));
+                }
+            }
+            let grams = trigrams(&norm);
+            ix.place_trigram_count[i] = grams.len();
+            for g in grams {
+                ix.by_trigram.entry(g).or_default().push(i);
+            }
+            ix.place_norm_name[i] = norm;
         }
-        let grams = trigrams(&norm);
-        ix.place_trigram_count[i] = grams.len();
-        for g in grams {
-            ix.by_trigram.entry(g).or_default().push(i);
-        }
-        ix.place_norm_name[i] = norm;
+        ix.places = places;
+        ix
     }
-    ix
+
+    pub fn places(&self) -> &[Place] {
+        &self.places
+    }
 }
 
 /// The Jira-style key a repo name starts with (`PAY-123-api` → `PAY`).
@@ -152,16 +171,52 @@ pub fn propose(
     mappings: &HashMap<SpaceAddress, String>,
     settings: &Settings,
 ) -> Vec<Candidate> {
-    let ix = index_places(places);
-    let place_ix: HashMap<&str, usize> = places
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.id.as_str(), i))
-        .collect();
-    // Mapped stable ids, whatever the tenant (a project moved between workspaces).
-    let mut by_stable: HashMap<(SpaceKind, &str), (&SpaceAddress, &str)> = HashMap::new();
+    ladder(
+        &PlaceIndex::new(places.to_vec()),
+        spaces,
+        mappings,
+        settings,
+        None,
+    )
+}
+
+/// [`propose`] for the `containers` only. `spaces` need not be the whole
+/// registry: for each of the containers it must hold the container, its
+/// children, every space sharing a fingerprint with them and every mapped
+/// Jira project named by a child (`refresh_changed` reads exactly those),
+/// and `mappings` the mappings of all of them, of their containers and of
+/// the containers' stable ids.
+pub fn propose_for(
+    places: &PlaceIndex,
+    spaces: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    settings: &Settings,
+    containers: &HashSet<SpaceAddress>,
+) -> Vec<Candidate> {
+    ladder(places, spaces, mappings, settings, Some(containers))
+}
+
+fn ladder(
+    ix: &PlaceIndex,
+    spaces: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    settings: &Settings,
+    only: Option<&HashSet<SpaceAddress>>,
+) -> Vec<Candidate> {
+    let places = ix.places();
+    let place_ix = &ix.by_id;
+    // Mapped stable ids, whatever the tenant (a project moved between
+    // workspaces); every one of them, in address order, so that two mapped
+    // copies are two candidates (a conflict when their places differ).
+    let mut by_stable: HashMap<(SpaceKind, &str), Vec<(&SpaceAddress, &str)>> = HashMap::new();
     for (addr, place) in mappings {
-        by_stable.insert((addr.kind(), addr.stable_id()), (addr, place.as_str()));
+        by_stable
+            .entry((addr.kind(), addr.stable_id()))
+            .or_default()
+            .push((addr, place.as_str()));
+    }
+    for list in by_stable.values_mut() {
+        list.sort_unstable();
     }
     let effective = |s: &Space| -> Option<&str> {
         mappings
@@ -171,7 +226,8 @@ pub fn propose(
     };
     let mut children: HashMap<&SpaceAddress, Vec<&Space>> = HashMap::new();
     let mut by_fingerprint: HashMap<(AliasKind, &str), Vec<&Space>> = HashMap::new();
-    let mut jira_places: HashMap<String, (&SpaceAddress, &str)> = HashMap::new();
+    // Every mapped Jira project of a key (two sites may share one).
+    let mut jira_places: HashMap<String, Vec<(&SpaceAddress, &str)>> = HashMap::new();
     for s in spaces {
         if let Some(c) = &s.container {
             children.entry(c).or_default().push(s);
@@ -185,13 +241,22 @@ pub fn propose(
         if s.address.kind() == SpaceKind::JiraProject
             && let (Some(key), Some(place)) = (&s.key, mappings.get(&s.address))
         {
-            jira_places.insert(normalise_place_key(key), (&s.address, place.as_str()));
+            jira_places
+                .entry(normalise_place_key(key))
+                .or_default()
+                .push((&s.address, place.as_str()));
         }
     }
 
     let mut out = Vec::new();
     let mut shared: HashMap<usize, usize> = HashMap::new();
-    for c in spaces.iter().filter(|s| s.address.kind().is_container()) {
+    for list in jira_places.values_mut() {
+        list.sort_unstable();
+    }
+    let wanted = |s: &&Space| {
+        s.address.kind().is_container() && only.is_none_or(|set| set.contains(&s.address))
+    };
+    for c in spaces.iter().filter(wanted) {
         if mappings.contains_key(&c.address) {
             continue;
         }
@@ -203,16 +268,21 @@ pub fn propose(
             }
         };
         // 1. The same stable id is mapped under another address.
-        if let Some((addr, place)) = by_stable.get(&(c.address.kind(), c.address.stable_id()))
-            && *addr != &c.address
-            && let Some(&i) = place_ix.get(place)
+        for (addr, place) in by_stable
+            .get(&(c.address.kind(), c.address.stable_id()))
+            .into_iter()
+            .flatten()
         {
-            add(
-                i,
-                Evidence::MappedStableId {
-                    mapped_space: addr.to_string(),
-                },
-            );
+            if *addr != &c.address
+                && let Some(&i) = place_ix.get(*place)
+            {
+                add(
+                    i,
+                    Evidence::MappedStableId {
+                        mapped_space: addr.to_string(),
+                    },
+                );
+            }
         }
         // 2. Key equal (also via a retired key).
         if let Some(key) = &c.key {
@@ -226,7 +296,7 @@ pub fn propose(
                     *i,
                     Evidence::KeyEqual {
                         key: key.to_uppercase(),
-                        place_key: (*place_key).to_owned(),
+                        place_key: place_key.clone(),
                         retired: *retired,
                     },
                 );
@@ -239,7 +309,7 @@ pub fn propose(
                 *i,
                 Evidence::NameEqual {
                     name: c.name.clone(),
-                    place_name: (*place_name).to_owned(),
+                    place_name: place_name.clone(),
                     via_alias: *via_alias,
                 },
             );
@@ -258,17 +328,17 @@ pub fn propose(
             }
         }
         for (prefix, example) in prefixes {
-            if let Some((jira, place)) = jira_places.get(&prefix)
-                && let Some(&i) = place_ix.get(place)
-            {
-                add(
-                    i,
-                    Evidence::JiraKey {
-                        key: prefix,
-                        jira_project: jira.to_string(),
-                        example_repo: example.to_owned(),
-                    },
-                );
+            for (jira, place) in jira_places.get(&prefix).into_iter().flatten() {
+                if let Some(&i) = place_ix.get(*place) {
+                    add(
+                        i,
+                        Evidence::JiraKey {
+                            key: prefix.clone(),
+                            jira_project: jira.to_string(),
+                            example_repo: example.to_owned(),
+                        },
+                    );
+                }
             }
         }
         for kid in kids.iter().copied().chain(std::iter::once(c)) {

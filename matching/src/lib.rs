@@ -4,16 +4,22 @@
 //! only proposes; an ADMIN decides (DESIGN rule 5).
 //!
 //! [`ladder`] is the pure, in-memory ladder (benchmarked on its own);
-//! [`refresh`] runs it against the registry.
+//! [`refresh`] runs it against the whole registry (reconciliation), and
+//! [`incremental`] against only what changed since the last run (after
+//! every sync).
 
 pub mod evidence;
+pub mod incremental;
 pub mod ladder;
 pub mod refresh;
 pub mod similarity;
 pub mod suggest;
 
 pub use evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
-pub use ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
+pub use incremental::{refresh_after_sync, refresh_changed};
+pub use ladder::{
+    Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose, propose_for,
+};
 pub use refresh::{load_input, refresh_proposals, spaces_from_rows, to_new_proposal};
 pub use suggest::{refresh_all_suggestions, refresh_suggestions};
 

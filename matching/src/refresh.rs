@@ -1,24 +1,24 @@
-//! Matching against the registry: load places, spaces, their keys and
-//! fingerprints and the approved mappings, run the ladder, and store the
-//! round (`Store::sync_proposals` keeps only what changed). Called after
-//! every complete sync and every places import.
+//! Matching against the registry, whole: load places, spaces, their keys
+//! and fingerprints and the approved mappings, run the ladder, and store
+//! the round (`Store::sync_proposals` keeps only what changed). This is the
+//! reconciliation path (the nightly reconcile, a places import); after an
+//! ordinary sync [`crate::incremental`] refreshes only what changed.
 
 use std::collections::HashMap;
 
 use cmcp_domain::{AliasKind, SpaceAddress};
 use cmcp_registry::{
-    MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures, ProposalTarget,
-    Store,
+    MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures,
+    ProposalTarget, Store,
 };
 
 use crate::Result;
 use crate::evidence::evidence_hash;
 use crate::ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
 
-/// Everything the ladder needs, read from the store.
-pub async fn load_input(
-    store: &Store,
-) -> Result<(Vec<Place>, Vec<Space>, HashMap<SpaceAddress, String>)> {
+/// Every place with its aliases (the ladder's name and fuzzy rungs index
+/// them all).
+pub async fn load_places(store: &Store) -> Result<Vec<Place>> {
     let mut aliases: HashMap<String, Vec<PlaceAlias>> = HashMap::new();
     for a in store.list_place_aliases().await? {
         aliases.entry(a.place_id).or_default().push(PlaceAlias {
@@ -27,7 +27,7 @@ pub async fn load_input(
             retired: a.valid_to.is_some(),
         });
     }
-    let places: Vec<Place> = store
+    Ok(store
         .list_places()
         .await?
         .into_iter()
@@ -38,26 +38,24 @@ pub async fn load_input(
             name: p.name,
             key: p.key,
         })
-        .collect();
-    let spaces = spaces_from_rows(store.match_spaces().await?, store.match_aliases().await?);
-    let mut mappings = HashMap::new();
-    for m in store.list_mappings().await? {
-        if let Ok(address) = m.space_address.parse::<SpaceAddress>() {
-            mappings.insert(address, m.place_id);
-        }
-    }
-    Ok((places, spaces, mappings))
+        .collect())
 }
 
-/// Spaces as the ladder reads them: each row with its key and
-/// fingerprints (remotes, host ids, root commits) from `aliases`.
+/// Spaces as the ladder sees them, from their rows and their active keys
+/// and fingerprints, in address order. A space with two active keys takes
+/// the smallest, so every reading of the same rows gives the same input.
 pub fn spaces_from_rows(rows: Vec<MatchSpaceRow>, aliases: Vec<MatchAliasRow>) -> Vec<Space> {
     let mut keys: HashMap<String, String> = HashMap::new();
     let mut prints: HashMap<String, Vec<(AliasKind, String)>> = HashMap::new();
     for a in aliases {
         match a.alias_kind() {
             Some(AliasKind::Key) => {
-                keys.insert(a.space_address, a.value);
+                let slot = keys
+                    .entry(a.space_address)
+                    .or_insert_with(|| a.value.clone());
+                if a.value < *slot {
+                    *slot = a.value;
+                }
             }
             Some(kind @ (AliasKind::GitRemote | AliasKind::HostId | AliasKind::FirstCommit)) => {
                 prints
@@ -68,21 +66,43 @@ pub fn spaces_from_rows(rows: Vec<MatchSpaceRow>, aliases: Vec<MatchAliasRow>) -
             _ => {}
         }
     }
-    let mut spaces = Vec::new();
+    let mut spaces = Vec::with_capacity(rows.len());
     for s in rows {
         let Ok(address) = s.address.parse::<SpaceAddress>() else {
             tracing::warn!(address = %s.address, "space address does not parse; skipped by matching");
             continue;
         };
+        let mut fingerprints = prints.remove(&s.address).unwrap_or_default();
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
         spaces.push(Space {
             container: s.container.as_deref().and_then(|c| c.parse().ok()),
             key: keys.remove(&s.address),
-            fingerprints: prints.remove(&s.address).unwrap_or_default(),
+            fingerprints,
             name: s.display_name,
             address,
         });
     }
+    spaces.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+    spaces.dedup_by(|a, b| a.address == b.address);
     spaces
+}
+
+/// Mapping rows as the ladder's map.
+pub fn mappings_from_rows(rows: Vec<MappingRow>) -> HashMap<SpaceAddress, String> {
+    rows.into_iter()
+        .filter_map(|m| Some((m.space_address.parse().ok()?, m.place_id)))
+        .collect()
+}
+
+/// Everything the ladder needs, read from the store.
+pub async fn load_input(
+    store: &Store,
+) -> Result<(Vec<Place>, Vec<Space>, HashMap<SpaceAddress, String>)> {
+    let places = load_places(store).await?;
+    let spaces = spaces_from_rows(store.match_spaces().await?, store.match_aliases().await?);
+    let mappings = mappings_from_rows(store.list_mappings().await?);
+    Ok((places, spaces, mappings))
 }
 
 /// A ladder candidate as a storable proposal, with words and hash.
@@ -107,19 +127,30 @@ pub fn to_new_proposal(c: &Candidate, place_names: &HashMap<&str, &str>) -> NewP
     }
 }
 
-/// Recompute and store proposals for the whole registry.
-pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
-    let (places, spaces, mappings) = load_input(store).await?;
-    let candidates = propose(&places, &spaces, &mappings, settings);
+/// Candidates as storable proposals.
+pub fn to_rows(places: &[Place], candidates: &[Candidate]) -> Vec<NewProposal> {
     let names: HashMap<&str, &str> = places
         .iter()
         .map(|p| (p.id.as_str(), p.name.as_str()))
         .collect();
-    let rows: Vec<NewProposal> = candidates
+    candidates
         .iter()
         .map(|c| to_new_proposal(c, &names))
-        .collect();
-    let figures = store.sync_proposals(&rows).await?;
+        .collect()
+}
+
+/// Recompute and store proposals for the whole registry. The feed's head
+/// and the dirty rows are read first, so what changes while the ladder
+/// runs is looked at again by the next incremental refresh.
+pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
+    let head = store.change_head().await?;
+    let dirty = store.matching_dirty_ids().await?;
+    let (places_version, _) = store.matching_places_version().await?;
+    let (places, spaces, mappings) = load_input(store).await?;
+    let candidates = propose(&places, &spaces, &mappings, settings);
+    let figures = store.sync_proposals(&to_rows(&places, &candidates)).await?;
+    store.matching_done(head, &dirty).await?;
+    store.matching_places_done(&places_version).await?;
     tracing::info!(
         containers = spaces
             .iter()

@@ -507,6 +507,7 @@ async fn conclude(
     drift: Option<&mut Vec<SpaceChange>>,
 ) -> Result<Ending> {
     let report = listing.report;
+    let reconcile = drift.is_some();
     add_http(figures, report);
     let lease_lost = lost.load(Ordering::SeqCst);
     if !report.complete || lease_lost {
@@ -569,9 +570,12 @@ async fn conclude(
             "tombstoned spaces absent from consecutive complete listings"
         );
     }
-    // Mapping proposals follow the catalogue; a failure here is logged and
-    // never fails the sync (the next run retries).
-    if let Err(e) = cmcp_matching::refresh_proposals(&ctx.store, &Default::default()).await {
+    // Mapping proposals follow the catalogue (what changed; everything on a
+    // reconcile); a failure here is logged and never fails the sync (the
+    // next run retries from the same position).
+    if let Err(e) =
+        cmcp_matching::refresh_after_sync(&ctx.store, &Default::default(), reconcile).await
+    {
         warn!(error = %e, "could not refresh mapping proposals");
     }
     crate::people::refresh_suggestions_after_sync(&ctx.store, connection).await;

@@ -128,6 +128,13 @@ impl TryFrom<RawChange> for ChangeRow {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct SettledRaw {
+    #[sqlx(flatten)]
+    change: RawChange,
+    settled: bool,
+}
+
 const CHANGE_COLUMNS: &str = "id, tx, kind, space_address, owner, detail, at";
 
 /// The rows every reader may be given: on PostgreSQL only those written by
@@ -176,6 +183,41 @@ impl Store {
             }
         };
         Ok(row.map_or(Cursor::default(), |(tx, id)| Cursor { tx, id }))
+    }
+
+    /// Every committed change after `after`, oldest first, at most
+    /// `limit`, each with whether readers may be given it yet (PostgreSQL:
+    /// not when written by a transaction younger than the oldest one still
+    /// running; such rows come after every settled one). One statement, so
+    /// one snapshot decides both. A reader that may see a change twice
+    /// (matching) looks at the unsettled ones now and again once the
+    /// horizon passes them.
+    pub(crate) async fn changes_settled(
+        &self,
+        after: Cursor,
+        limit: i64,
+    ) -> Result<Vec<(ChangeRow, bool)>> {
+        let raws: Vec<(bool, RawChange)> = on_pool!(self, pool => {
+            // SQLite's `tx` is always 0, so a range on `(tx, id)` would walk
+            // the whole index from its start: there the id alone is the
+            // position (ids commit in order).
+            let (horizon, range, order) = if matches!(self, Store::Postgres(_)) {
+                (PG_HORIZON, "(tx, id) > ($1, $2)", "tx, id")
+            } else {
+                ("1 = 1", "tx >= $1 AND id > $2", "id")
+            };
+            let sql = format!(
+                "SELECT {CHANGE_COLUMNS}, ({horizon}) AS settled FROM space_changes \
+                 WHERE {range} ORDER BY {order} LIMIT $3"
+            );
+            let rows: Vec<SettledRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(after.tx).bind(after.id).bind(limit)
+                .fetch_all(pool).await?;
+            rows.into_iter().map(|r| (r.settled, r.change)).collect()
+        });
+        raws.into_iter()
+            .map(|(settled, r)| Ok((r.try_into()?, settled)))
+            .collect()
     }
 
     /// Changes in `(after, upto]` (or after `after` when `upto` is `None`),

@@ -30,6 +30,7 @@ mod http_cache;
 mod key_canary;
 mod keys;
 mod manifest;
+mod matching;
 mod observe;
 mod people;
 mod places;
@@ -56,6 +57,7 @@ pub use holds::{HoldRow, MissingPreview};
 pub use http_cache::CachedPageRow;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
+pub use matching::{DirtyRow, MatchBacklog, SharingRow};
 pub use people::Unlinked;
 pub use places::{
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,

@@ -231,14 +231,44 @@ impl Store {
     /// open proposal whose evidence changed or vanished is superseded, a
     /// decided one with unchanged evidence is left alone.
     pub async fn sync_proposals(&self, candidates: &[NewProposal]) -> Result<ProposalFigures> {
+        self.sync_proposals_in(None, candidates).await
+    }
+
+    /// [`Store::sync_proposals`] for the `containers` only (the incremental
+    /// ladder's round): proposals of other containers are not read or
+    /// touched. Every candidate must be of one of the containers.
+    pub async fn sync_proposals_of(
+        &self,
+        containers: &[String],
+        candidates: &[NewProposal],
+    ) -> Result<ProposalFigures> {
+        self.sync_proposals_in(Some(containers), candidates).await
+    }
+
+    async fn sync_proposals_in(
+        &self,
+        scope: Option<&[String]>,
+        candidates: &[NewProposal],
+    ) -> Result<ProposalFigures> {
         let now = now_ms();
         let mut figures = ProposalFigures::default();
+        const SELECT: &str = "SELECT id, container, target, evidence_hash, state, confidence, conflict FROM proposals";
         in_tx!(self, tx => {
-            let rows: Vec<Existing> = sqlx::query_as(
-                "SELECT id, container, target, evidence_hash, state, confidence, conflict FROM proposals",
-            )
-            .fetch_all(&mut *tx)
-            .await?;
+            let mut rows: Vec<Existing> = Vec::new();
+            match scope {
+                None => rows = sqlx::query_as(SELECT).fetch_all(&mut *tx).await?,
+                Some(containers) => {
+                    for chunk in containers.chunks(500) {
+                        let list = (1..=chunk.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+                        let sql = format!("{SELECT} WHERE container IN ({list})");
+                        let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+                        for c in chunk {
+                            q = q.bind(c);
+                        }
+                        rows.extend(q.fetch_all(&mut *tx).await?);
+                    }
+                }
+            }
             let mut by_key: HashMap<(String, String, String), Existing> = HashMap::new();
             for r in rows {
                 by_key.insert((r.container.clone(), r.target.clone(), r.evidence_hash.clone()), r);
@@ -434,31 +464,6 @@ impl Store {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT space_address, place_id, approved_by, proposal_id, created_at FROM mappings ORDER BY space_address",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
-    }
-
-    /// Every company space that is not tombstoned, for matching. A person's
-    /// spaces never become company proposals (DESIGN rule 6).
-    pub async fn match_spaces(&self) -> Result<Vec<MatchSpaceRow>> {
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT address, kind, display_name, container FROM spaces WHERE status <> 'tombstoned' AND owner = 'company' ORDER BY address",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
-    }
-
-    /// Active aliases of the kinds matching compares (keys, remotes, host ids).
-    pub async fn match_aliases(&self) -> Result<Vec<MatchAliasRow>> {
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT a.space_address, a.kind, a.value FROM aliases a JOIN spaces s ON s.address = a.space_address \
-                 WHERE a.valid_to IS NULL AND s.status <> 'tombstoned' AND s.owner = 'company' AND a.kind IN ('key', 'git-remote', 'host-id', 'first-commit') \
-                 ORDER BY a.space_address",
             )
             .fetch_all(pool)
             .await?

@@ -39,7 +39,7 @@ async fn schema(store: &Store) -> Schema {
         Store::Sqlite(pool) => {
             let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
                 "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk \
-                 FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+                 FROM sqlite_master m JOIN pragma_table_xinfo(m.name) p \
                  WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'",
             )
             .fetch_all(pool)

@@ -112,6 +112,11 @@ const SEEDS: &[(i64, &str)] = &[
          INSERT INTO suggestions (person, space_address, target, kind, place_id, create_name, evidence_json, evidence_text, confidence, evidence_hash, state, created_at, updated_at, decided_by, decided_at) \
            VALUES ('alice', 'space:github-repo:github.com/11', 'place:pl-1', 'link', 'pl-1', NULL, '[]', 'same remote', 90, 'h1', 'declined', 1000, 2000, 'alice', 2000)",
     ),
+    (
+        20261201200000,
+        "INSERT INTO matching_position (name, tx, id) VALUES ('proposals', 0, 7);
+         INSERT INTO matching_dirty (space_address, old_container) VALUES ('space:github-repo:github.com/11', NULL)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]

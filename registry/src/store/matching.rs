@@ -1,0 +1,302 @@
+//! What matching reads and writes besides places and proposals: the
+//! spaces it compares (whole, for the full recompute; by index, for the
+//! incremental one), its position in the change feed, the few changes the
+//! feed does not carry (`matching_dirty`), and a round of proposals stored
+//! for a chosen set of containers only.
+//!
+//! Every lookup takes a list of values and runs one query per chunk of
+//! [`CHUNK`] (both dialects bind `$n` placeholders; no value is ever
+//! written into the SQL text).
+
+use sqlx::AssertSqlSafe;
+
+use super::changes::{ChangeRow, Cursor};
+use super::proposals::{MappingRow, MatchAliasRow, MatchSpaceRow};
+use super::{Store, on_pool};
+use crate::error::Result;
+
+/// Values bound per statement (below SQLite's and PostgreSQL's limits).
+const CHUNK: usize = 500;
+
+/// The one position row of the ladder in `matching_position`.
+const POSITION: &str = "ladder";
+
+/// A company space that is not tombstoned: what matching compares (a
+/// person's spaces never become company proposals, DESIGN rule 6).
+const ELIGIBLE: &str = "s.status <> 'tombstoned' AND s.owner = 'company'";
+
+/// Alias kinds matching reads: keys and fingerprints.
+const MATCH_KINDS: &str = "('key', 'git-remote', 'host-id', 'first-commit')";
+
+/// A change the feed does not carry (see the migration).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DirtyRow {
+    pub id: i64,
+    pub space_address: String,
+    pub old_container: Option<String>,
+}
+
+/// What happened since matching last looked.
+#[derive(Debug, Clone)]
+pub struct MatchBacklog {
+    /// Feed rows after the stored position, oldest first, then (PostgreSQL)
+    /// the committed rows the horizon still holds back, which `next` does
+    /// not pass.
+    pub changes: Vec<ChangeRow>,
+    pub dirty: Vec<DirtyRow>,
+    /// Where the feed was read to.
+    pub next: Cursor,
+    /// More than the limit is waiting: recompute everything instead.
+    pub overflow: bool,
+}
+
+/// A space sharing a fingerprint (or key) that was looked up.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SharingRow {
+    pub address: String,
+    pub container: Option<String>,
+    pub kind: String,
+    pub value: String,
+}
+
+/// `$start, $start+1, …` for `n` values.
+fn params(start: usize, n: usize) -> String {
+    (start..start + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One query per chunk of `values`; `sql` holds `{in}` where the list goes.
+macro_rules! fetch_chunks {
+    ($store:expr, $row:ty, $sql:expr, $values:expr) => {{
+        let mut out: Vec<$row> = Vec::new();
+        for chunk in $values.chunks(CHUNK) {
+            let sql = $sql.replace("{in}", &params(1, chunk.len()));
+            let rows: Vec<$row> = on_pool!($store, pool => {
+                let mut q = sqlx::query_as(AssertSqlSafe(sql));
+                for v in chunk {
+                    q = q.bind(v);
+                }
+                q.fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        out
+    }};
+}
+
+impl Store {
+    /// Every company space that is not tombstoned, for the full recompute.
+    pub async fn match_spaces(&self) -> Result<Vec<MatchSpaceRow>> {
+        let sql = format!(
+            "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s WHERE {ELIGIBLE} ORDER BY s.address"
+        );
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(AssertSqlSafe(sql)).fetch_all(pool).await?
+        }))
+    }
+
+    /// Active aliases of the kinds matching compares (keys, remotes, host
+    /// ids, root commits) of every eligible space.
+    pub async fn match_aliases(&self) -> Result<Vec<MatchAliasRow>> {
+        let sql = format!(
+            "SELECT a.space_address, a.kind, a.value FROM aliases a JOIN spaces s ON s.address = a.space_address \
+             WHERE a.valid_to IS NULL AND {ELIGIBLE} AND a.kind IN {MATCH_KINDS} \
+             ORDER BY a.space_address, a.kind, a.value"
+        );
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(AssertSqlSafe(sql)).fetch_all(pool).await?
+        }))
+    }
+
+    /// The spaces at `addresses`; `eligible` keeps only what matching
+    /// compares.
+    pub async fn match_spaces_at(
+        &self,
+        addresses: &[String],
+        eligible: bool,
+    ) -> Result<Vec<MatchSpaceRow>> {
+        let filter = if eligible { ELIGIBLE } else { "1 = 1" };
+        let sql = format!(
+            "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
+             WHERE s.address IN ({{in}}) AND {filter}"
+        );
+        Ok(fetch_chunks!(self, MatchSpaceRow, sql, addresses))
+    }
+
+    /// The spaces inside the `containers`.
+    pub async fn match_children_of(
+        &self,
+        containers: &[String],
+        eligible: bool,
+    ) -> Result<Vec<MatchSpaceRow>> {
+        let filter = if eligible { ELIGIBLE } else { "1 = 1" };
+        let sql = format!(
+            "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
+             WHERE s.container IN ({{in}}) AND {filter}"
+        );
+        Ok(fetch_chunks!(self, MatchSpaceRow, sql, containers))
+    }
+
+    /// Active keys and fingerprints of the spaces at `addresses`.
+    pub async fn match_aliases_of(&self, addresses: &[String]) -> Result<Vec<MatchAliasRow>> {
+        let sql = format!(
+            "SELECT a.space_address, a.kind, a.value FROM aliases a \
+             WHERE a.space_address IN ({{in}}) AND a.valid_to IS NULL AND a.kind IN {MATCH_KINDS}"
+        );
+        Ok(fetch_chunks!(self, MatchAliasRow, sql, addresses))
+    }
+
+    /// Spaces with an active alias of `kind` whose value is one of
+    /// `values` (by the `(kind, value)` index).
+    pub async fn match_sharing(
+        &self,
+        kind: &str,
+        values: &[String],
+        eligible: bool,
+    ) -> Result<Vec<SharingRow>> {
+        let filter = if eligible { ELIGIBLE } else { "1 = 1" };
+        let mut out = Vec::new();
+        for chunk in values.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT s.address, s.container, a.kind, a.value FROM aliases a \
+                 JOIN spaces s ON s.address = a.space_address \
+                 WHERE a.kind = $1 AND a.value IN ({}) AND a.valid_to IS NULL AND {filter}",
+                params(2, chunk.len())
+            );
+            let rows: Vec<SharingRow> = on_pool!(self, pool => {
+                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind(kind);
+                for v in chunk {
+                    q = q.bind(v);
+                }
+                q.fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
+    /// Spaces whose name starts with one of `prefixes` and a dash
+    /// (`PAY-ledger` for `PAY`; upper-case, a superset of the Jira rule).
+    pub async fn match_named_after(&self, prefixes: &[String]) -> Result<Vec<MatchSpaceRow>> {
+        let sql = "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
+                   WHERE s.name_prefix IS NOT NULL AND s.name_prefix IN ({in})";
+        Ok(fetch_chunks!(self, MatchSpaceRow, sql, prefixes))
+    }
+
+    /// Spaces with one of `stable_ids` (any kind, tenant or state).
+    pub async fn match_same_stable_id(&self, stable_ids: &[String]) -> Result<Vec<MatchSpaceRow>> {
+        let sql = "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
+                   WHERE s.stable_id IN ({in})";
+        Ok(fetch_chunks!(self, MatchSpaceRow, sql, stable_ids))
+    }
+
+    /// The approved mappings of the spaces at `addresses`.
+    pub async fn mappings_of(&self, addresses: &[String]) -> Result<Vec<MappingRow>> {
+        let sql = "SELECT space_address, place_id, approved_by, proposal_id, created_at FROM mappings \
+                   WHERE space_address IN ({in})";
+        Ok(fetch_chunks!(self, MappingRow, sql, addresses))
+    }
+
+    /// The approved mappings of spaces with one of `stable_ids`.
+    pub async fn mappings_by_stable_id(&self, stable_ids: &[String]) -> Result<Vec<MappingRow>> {
+        let sql = "SELECT m.space_address, m.place_id, m.approved_by, m.proposal_id, m.created_at \
+                   FROM mappings m JOIN spaces s ON s.address = m.space_address WHERE s.stable_id IN ({in})";
+        Ok(fetch_chunks!(self, MappingRow, sql, stable_ids))
+    }
+
+    /// The places' current version token, and the one the last full
+    /// recompute read (none before the first).
+    pub async fn matching_places_version(&self) -> Result<(String, Option<String>)> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as("SELECT version, ladder_version FROM matching_places_version WHERE one = 1")
+                .fetch_one(pool).await?
+        }))
+    }
+
+    /// A full recompute ran against the places of `version`.
+    pub async fn matching_places_done(&self, version: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE matching_places_version SET ladder_version = $1 WHERE one = 1")
+                .bind(version).execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Where the ladder last read the feed to.
+    pub async fn matching_position(&self) -> Result<Cursor> {
+        let row: Option<(i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT tx, id FROM matching_position WHERE name = $1")
+                .bind(POSITION).fetch_optional(pool).await?
+        });
+        Ok(row.map_or(Cursor::default(), |(tx, id)| Cursor { tx, id }))
+    }
+
+    /// The feed after the ladder's position and the dirty rows, each up to
+    /// `limit`; `overflow` when more than that waits.
+    pub async fn matching_backlog(&self, limit: usize) -> Result<MatchBacklog> {
+        let after = self.matching_position().await?;
+        let want = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let read = self.changes_settled(after, want).await?;
+        // The position moves past settled rows only; the rest are looked at
+        // now and again later.
+        let next = read
+            .iter()
+            .take(limit)
+            .rfind(|(_, settled)| *settled)
+            .map_or(after, |(c, _)| c.cursor);
+        let mut changes: Vec<ChangeRow> = read.into_iter().map(|(c, _)| c).collect();
+        let mut dirty: Vec<DirtyRow> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT id, space_address, old_container FROM matching_dirty ORDER BY id LIMIT $1")
+                .bind(want).fetch_all(pool).await?
+        });
+        let overflow = changes.len() > limit || dirty.len() > limit;
+        changes.truncate(limit);
+        dirty.truncate(limit);
+        Ok(MatchBacklog {
+            changes,
+            dirty,
+            next,
+            overflow,
+        })
+    }
+
+    /// All dirty rows (before a full recompute, which covers them).
+    pub async fn matching_dirty_ids(&self) -> Result<Vec<i64>> {
+        Ok(on_pool!(self, pool => {
+            let rows: Vec<(i64,)> = sqlx::query_as("SELECT id FROM matching_dirty")
+                .fetch_all(pool).await?;
+            rows.into_iter().map(|r| r.0).collect()
+        }))
+    }
+
+    /// The backlog read up to `next` and the dirty rows `ids` are done. The
+    /// position only moves forward, so a slower refresh that read less
+    /// never moves it back.
+    pub async fn matching_done(&self, next: Cursor, ids: &[i64]) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO matching_position (name, tx, id) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET tx = excluded.tx, id = excluded.id \
+                 WHERE (matching_position.tx, matching_position.id) < (excluded.tx, excluded.id)",
+            )
+            .bind(POSITION).bind(next.tx).bind(next.id)
+            .execute(pool).await?;
+        });
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "DELETE FROM matching_dirty WHERE id IN ({})",
+                params(1, chunk.len())
+            );
+            on_pool!(self, pool => {
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for id in chunk {
+                    q = q.bind(id);
+                }
+                q.execute(pool).await?;
+            });
+        }
+        Ok(())
+    }
+}
