@@ -40,6 +40,7 @@ mod schedule;
 mod sightings;
 mod spaces;
 mod stored_delivery;
+mod unseen;
 mod visibility;
 mod webhooks;
 
