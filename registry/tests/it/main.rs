@@ -23,5 +23,6 @@ mod schema;
 mod sightings;
 mod spaces;
 mod support;
+mod unseen;
 mod upgrade;
 mod webhooks;
