@@ -42,11 +42,14 @@ EXECUTE FUNCTION space_changes_on_spaces();
 CREATE FUNCTION space_changes_on_aliases_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO space_changes (kind, space_address, owner, detail, at)
-    SELECT 'alias-added', n.space_address, s.owner,
+    -- A lookup per row by the primary key, not a join: a transition
+    -- table has no statistics, and a join may be planned as a scan of
+    -- every space for each statement.
+    SELECT 'alias-added', n.space_address,
+           (SELECT owner FROM spaces WHERE address = n.space_address),
            json_build_object('alias_kind', n.kind, 'value', n.value, 'raw', n.raw)::text,
            n.valid_from
-    FROM new_aliases n LEFT JOIN spaces s ON s.address = n.space_address
-    ORDER BY n.id;
+    FROM new_aliases n;
     RETURN NULL;
 END $$;
 

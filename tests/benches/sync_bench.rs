@@ -139,13 +139,15 @@ async fn main() {
             (child::PAGES_ENV, pages.to_string()),
         ];
         let raw = child("raw", &sim_env)["secs"].as_f64().unwrap_or(0.0);
-        let listing = child("listing", &sim_env)["secs"].as_f64().unwrap_or(0.0);
+        let listed = child("listing", &sim_env);
+        let listing = listed["secs"].as_f64().unwrap_or(0.0);
         println!(
             "-- {repos} repos, {pages} pages: theoretical minimum {minimum:.2} s; raw client floor {raw:.2} s ({:.2}x min); \
-             listing alone {listing:.2} s ({:.2}x min, {:.2}x raw); load {}",
+             listing alone {listing:.2} s ({:.2}x min, {:.2}x raw, peak RSS {:.1} MiB); load {}",
             raw / minimum,
             listing / minimum,
             listing / raw,
+            mib(&listed["rss_peak_kib"]),
             load_average()
         );
         let mut backends: Vec<(String, Option<String>)> = vec![("sqlite".to_owned(), None)];
