@@ -118,6 +118,7 @@ async fn build(store: &Store, n: usize) {
             name: format!("Team {} {}", WORDS[i % WORDS.len()], i),
             key: Some(format!("K{i}")),
             aliases: vec![],
+            members: None,
         })
         .collect();
     store.put_places(&places, "bench").await.expect("places");

@@ -1,141 +1,85 @@
-//! Sync benchmark: a 50,000-repository simulated GitHub organisation with
-//! 50 ms of latency per request, synced twice on SQLite and, when
-//! `CMCP_TEST_POSTGRES_URL` is set, on PostgreSQL over TLS
-//! (`sslmode=require`) and over a plain connection (`sslmode=disable`).
-//! The first sync on each PostgreSQL connection is printed as a ratio to
-//! SQLite's, measured in the same run.
+//! Sync benchmark: simulated GitHub organisations of 10,000, 50,000 and
+//! 100,000 repositories with 50 ms of latency per request, synced on
+//! SQLite and, when `CMCP_TEST_POSTGRES_URL` is set, on PostgreSQL over
+//! TLS (`sslmode=require`) and over a plain connection (`sslmode=disable`).
 //!
-//! Why these figures: the first sync is bound by round trips, so its wall
-//! time is printed beside the theoretical minimum (pages × latency ÷
-//! allowed concurrency, plus the serial org and first-page requests); the
-//! second sync shows what conditional requests save (its share of 304s)
-//! and that an unchanged catalogue costs no writes. Peak resident memory
-//! (`VmHWM`) shows the listing streams instead of holding the catalogue.
+//! What it prints, per size and backend, each against a reference measured
+//! in the same run:
 //!
-//! Run: `cargo bench -p cmcp-tests --bench sync_bench`.
+//! - the first sync against the theoretical minimum (pages × latency ÷
+//!   allowed concurrency, plus the serial org and first-page requests;
+//!   goal ≤ 1.25×) and against the raw floor of the simulator: a bare
+//!   HTTP client keeping the same number of requests in flight on the same
+//!   pages and doing nothing with them. The raw floor is the bench's own
+//!   overhead (the simulator's CPU for generating ~5 KB per repository, and
+//!   loopback); what a sync takes beyond it is the product's;
+//! - the listing alone (the connector, records discarded), which tells
+//!   the HTTP side from the registry side;
+//! - PostgreSQL's first sync against SQLite's (goal ≤ 1.10×);
+//! - the peak resident memory (`VmHWM`) of the process that synced: every
+//!   measured part runs in a child process (this binary again, see
+//!   `sync_bench/child.rs`), so the simulator's own memory is not counted.
+//!   The growth curve over the sizes shows whether a sync streams (goal:
+//!   ≤ 100 MiB at 100,000 and within 10 % between 10,000 and 100,000);
+//! - at 50,000, a second sync of the unchanged org: its share of 304s;
+//! - the matching ladder's refresh, which every complete sync ends with,
+//!   timed alone after the sync with its own peak (`clear_refs`): it reads
+//!   every space of the registry, so its share is told apart.
+//!
+//! The machine's load average is printed with every row: on a loaded
+//! machine the ratios of one run are what counts, not the seconds.
+//!
+//! Run: `cargo bench -p cmcp-tests --bench sync_bench`. Sizes:
+//! `CMCP_SYNC_BENCH_SIZES=10000,50000` (default `10000,50000,100000`).
 
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use cmcp_connectors::{Connector, GithubConnector, HttpConfig};
-use cmcp_domain::{RunFigures, Token};
-use cmcp_fixtures::GithubSimConfig;
+use cmcp_domain::Owner;
+use cmcp_fixtures::{GithubSim, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
-use cmcp_tests::{CONNECTION, Harness, TOKEN};
-use cmcp_worker::run_sync;
+use cmcp_tests::{CONNECTION, TOKEN, add_connection};
 
-const REPOS: usize = 50_000;
+#[path = "sync_bench/child.rs"]
+mod child;
+
 const LATENCY: Duration = Duration::from_millis(50);
 const PER_PAGE: u32 = 100;
+/// The size whose second sync is measured too.
+const RESYNC_AT: usize = 50_000;
 
-fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
-async fn timed_sync(h: &Harness) -> (Duration, RunFigures) {
-    let started = Instant::now();
-    let result = run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Bench)
-        .await
-        .expect("sync");
-    let elapsed = started.elapsed();
-    let (Some(outcome), Some(figures)) = (result.run_outcome(), result.figures().cloned()) else {
-        panic!("deferred")
-    };
-    assert_eq!(
-        outcome.as_str(),
-        "complete",
-        "the benchmark sync must complete"
-    );
-    (elapsed, figures)
-}
-
-/// The listing alone, records discarded: the HTTP side of a sync, without
-/// the registry (in-process budget, no cache).
-async fn listing_only(h: &Harness, http: &HttpConfig) -> Duration {
-    let connector = GithubConnector::new(
-        &h.sim.base_url(),
-        &h.sim.org(),
-        Token::new(TOKEN),
-        http.clone(),
-    )
-    .expect("connector");
-    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-    let started = Instant::now();
-    let report = connector.list(tx).await.expect("listing");
-    let elapsed = started.elapsed();
-    drain.await.expect("drain");
-    assert!(report.complete, "{:?}", report.failures);
-    elapsed
-}
-
-async fn bench(label: &str, db: TestDb) -> Duration {
-    let http = HttpConfig {
-        per_page: PER_PAGE,
-        ..HttpConfig::default()
-    };
-    let concurrency = http.max_concurrency;
-    let h = Harness::start(
-        db,
-        GithubSimConfig {
-            repos: REPOS,
-            latency: LATENCY,
-            ..GithubSimConfig::default()
-        },
-        http.clone(),
-    )
-    .await;
-    let pages = REPOS.div_ceil(PER_PAGE as usize) as u32;
-    // The org and page 1 are serial; pages 2..N go `concurrency` at a time.
-    let minimum = LATENCY * 2 + LATENCY * (pages - 1).div_ceil(concurrency as u32);
-
-    let listing = listing_only(&h, &http).await;
-    h.sim.reset_stats();
-    let (first, f1) = timed_sync(&h).await;
-    h.sim.reset_stats();
-    let (second, f2) = timed_sync(&h).await;
-    let share = if f2.requests == 0 {
-        0.0
-    } else {
-        f2.not_modified as f64 * 100.0 / f2.requests as f64
-    };
-    println!(
-        "== {label}: {REPOS} repos, {} ms latency, {concurrency} concurrent",
-        LATENCY.as_millis()
-    );
-    println!(
-        "first sync : {:>8.2} s  (theoretical minimum {:.2} s = {pages} pages x {} ms / {concurrency} + 2 serial)  requests {}  pages {}  created {}",
-        first.as_secs_f64(),
-        minimum.as_secs_f64(),
-        LATENCY.as_millis(),
-        f1.requests,
-        f1.pages,
-        f1.created
-    );
-    println!(
-        "listing only (no registry): {:>8.2} s",
-        listing.as_secs_f64()
-    );
-    println!(
-        "second sync: {:>8.2} s  requests {}  304s {} ({share:.1} %)  created {} updated {} unchanged {}",
-        second.as_secs_f64(),
-        f2.requests,
-        f2.not_modified,
-        f2.created,
-        f2.updated,
-        f2.unchanged
-    );
-    match peak_rss_kib() {
-        Some(kib) => println!(
-            "peak resident memory so far (VmHWM): {:.1} MiB",
-            kib as f64 / 1024.0
-        ),
-        None => println!("peak resident memory: /proc/self/status not readable"),
+/// Runs this binary as a child in `mode` with `envs`, and returns its
+/// `RESULT` line.
+fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
+    let exe = std::env::current_exe().expect("own path");
+    let mut cmd = Command::new(exe);
+    cmd.env(child::MODE_ENV, mode);
+    for (k, v) in envs {
+        cmd.env(k, v);
     }
-    first
+    let out = cmd.output().expect("child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child {mode} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("child {mode} said no RESULT: {stdout}"));
+    serde_json::from_str(line).expect("child RESULT json")
+}
+
+fn mib(kib: &serde_json::Value) -> f64 {
+    kib.as_f64().unwrap_or(0.0) / 1024.0
 }
 
 /// `url` with its `sslmode` set to `mode` (a later `sslmode` overrides an
@@ -145,26 +89,159 @@ fn with_sslmode(url: &str, mode: &str) -> String {
     format!("{url}{sep}sslmode={mode}")
 }
 
+struct Row {
+    repos: usize,
+    backend: String,
+    first: f64,
+    peak_mib: f64,
+    load: String,
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    // `cargo bench` passes `--bench`; nothing else to parse.
-    let sqlite = bench("sqlite", TestDb::sqlite().await).await;
-    let Some(admin) = cmcp_registry::testing::postgres_admin_url() else {
-        println!("== postgres: skipped (set CMCP_TEST_POSTGRES_URL)");
+    if let Ok(mode) = std::env::var(child::MODE_ENV) {
+        child::run(&mode).await;
         return;
-    };
-    let mut table = vec![("sqlite".to_owned(), sqlite)];
-    for mode in ["require", "disable"] {
-        let label = format!("postgres sslmode={mode}");
-        let db = TestDb::postgres_on(&with_sslmode(&admin, mode), None).await;
-        table.push((label.clone(), bench(&label, db).await));
     }
-    println!("== first sync against SQLite in this run (goal: PostgreSQL <= 1.10x)");
-    for (label, took) in &table {
+    cmcp_tests::init_tls();
+    let sizes: Vec<usize> = std::env::var("CMCP_SYNC_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,50000,100000".to_owned())
+        .split(',')
+        .map(|s| s.trim().parse().expect("CMCP_SYNC_BENCH_SIZES: numbers"))
+        .collect();
+    let pg = cmcp_registry::testing::postgres_admin_url();
+    let concurrency = child::http().max_concurrency;
+    println!(
+        "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; load average {}",
+        LATENCY.as_millis(),
+        load_average()
+    );
+    if pg.is_none() {
+        println!("== postgres: skipped (set CMCP_TEST_POSTGRES_URL)");
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for &repos in &sizes {
+        let sim = GithubSim::start(GithubSimConfig {
+            repos,
+            latency: LATENCY,
+            token: Some(TOKEN.to_owned()),
+            ..GithubSimConfig::default()
+        })
+        .await
+        .expect("simulator");
+        let pages = repos.div_ceil(PER_PAGE as usize) as u32;
+        // The org and page 1 are serial; pages 2..N go `concurrency` at a time.
+        let minimum =
+            (LATENCY * 2 + LATENCY * (pages - 1).div_ceil(concurrency as u32)).as_secs_f64();
+        let sim_env = vec![
+            (child::SIM_ENV, sim.base_url()),
+            (child::ORG_ENV, sim.org()),
+            (child::PAGES_ENV, pages.to_string()),
+        ];
+        let raw = child("raw", &sim_env)["secs"].as_f64().unwrap_or(0.0);
+        let listed = child("listing", &sim_env);
+        let listing = listed["secs"].as_f64().unwrap_or(0.0);
         println!(
-            "{label:<26} {:>8.2} s  {:.2}x",
-            took.as_secs_f64(),
-            took.as_secs_f64() / sqlite.as_secs_f64()
+            "-- {repos} repos, {pages} pages: theoretical minimum {minimum:.2} s; raw client floor {raw:.2} s ({:.2}x min); \
+             listing alone {listing:.2} s ({:.2}x min, {:.2}x raw, peak RSS {:.1} MiB); load {}",
+            raw / minimum,
+            listing / minimum,
+            listing / raw,
+            mib(&listed["rss_peak_kib"]),
+            load_average()
+        );
+        let mut backends: Vec<(String, Option<String>)> = vec![("sqlite".to_owned(), None)];
+        if let Some(admin) = &pg {
+            for mode in ["require", "disable"] {
+                backends.push((
+                    format!("postgres sslmode={mode}"),
+                    Some(with_sslmode(admin, mode)),
+                ));
+            }
+        }
+        let mut sqlite_first = None;
+        for (label, pg_url) in backends {
+            let db = match &pg_url {
+                None => TestDb::sqlite().await,
+                Some(url) => TestDb::postgres_on(url, None).await,
+            };
+            add_connection(&db.store, CONNECTION, &sim.base_url(), Owner::Company).await;
+            let mut envs = sim_env.clone();
+            envs.push((child::DB_ENV, db.url.clone()));
+            if repos == RESYNC_AT {
+                envs.push((child::SECOND_ENV, "1".to_owned()));
+            }
+            let result = child("sync", &envs);
+            let first = &result["first"];
+            let secs = first["secs"].as_f64().unwrap_or(0.0);
+            let sqlite = *sqlite_first.get_or_insert(secs);
+            let peak = mib(&result["first_peak_kib"]);
+            println!(
+                "{label:<24} first sync {secs:>7.2} s  {:.2}x min  {:.2}x raw  {:.2}x sqlite  requests {} created {}  \
+                 peak RSS {peak:.1} MiB (start {:.1})  load {}",
+                secs / minimum,
+                secs / raw,
+                secs / sqlite,
+                first["requests"],
+                first["created"],
+                mib(&result["rss_start_kib"]),
+                load_average()
+            );
+            let ladder = &result["ladder"];
+            println!(
+                "{:<24} the matching ladder alone, run after: {:.2} s, peak RSS {:.1} MiB",
+                "",
+                ladder["secs"].as_f64().unwrap_or(0.0),
+                mib(&ladder["peak_kib"]),
+            );
+            let second = &result["second"];
+            if !second.is_null() {
+                let requests = second["requests"].as_f64().unwrap_or(0.0);
+                let share = if requests > 0.0 {
+                    second["not_modified"].as_f64().unwrap_or(0.0) * 100.0 / requests
+                } else {
+                    0.0
+                };
+                println!(
+                    "{:<24} second sync {:>6.2} s  requests {requests} 304s {share:.1} %  created {} updated {} unchanged {}  \
+                     peak RSS after both {:.1} MiB",
+                    "",
+                    second["secs"].as_f64().unwrap_or(0.0),
+                    second["created"],
+                    second["updated"],
+                    second["unchanged"],
+                    mib(&result["both_peak_kib"]),
+                );
+            }
+            rows.push(Row {
+                repos,
+                backend: label,
+                first: secs,
+                peak_mib: peak,
+                load: load_average(),
+            });
+            drop(db);
+        }
+        drop(sim);
+    }
+    println!("== first sync, peak RSS of the syncing process (growth against the smallest size)");
+    println!(
+        "{:<24} {:>8} {:>9} {:>10} {:>8}  load",
+        "backend", "repos", "sync s", "peak MiB", "growth"
+    );
+    for r in &rows {
+        let base = rows
+            .iter()
+            .find(|b| b.backend == r.backend)
+            .map_or(r.peak_mib, |b| b.peak_mib);
+        println!(
+            "{:<24} {:>8} {:>9.2} {:>10.1} {:>7.1}%  {}",
+            r.backend,
+            r.repos,
+            r.first,
+            r.peak_mib,
+            (r.peak_mib / base - 1.0) * 100.0,
+            r.load
         );
     }
 }

@@ -6,18 +6,19 @@
 //! [`ConnectionLease`], renewed in the background), so no two jobs — of one
 //! worker or of a fleet — sync one connection at once; a killed worker's
 //! lease lapses and the job's next pick-up proceeds.
-//! Pages are applied as they arrive. Only a listing in which every page
-//! succeeded marks unseen spaces missing; a partial one changes nothing about
-//! spaces it did not see.
+//! Pages are applied as they arrive, while later ones are fetched. Only a
+//! listing in which every page succeeded marks unseen spaces missing; a
+//! partial one changes nothing about spaces it did not see. What a listing
+//! did not see is found in the store (each applied page stamps its
+//! sightings with the run), so a run holds no set of the addresses it
+//! listed and its memory does not grow with the catalogue.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
 use cmcp_domain::{
-    ConnectionStatus, RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress,
-    SpaceRecord,
+    ConnectionStatus, RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceRecord,
 };
 use cmcp_registry::{Cipher, ConnectionRow, DriftKind, HoldRow, SpaceChange, Store};
 use serde::Deserialize;
@@ -261,9 +262,10 @@ async fn sync_under_lease(
     };
     // A reconcile notes every change it applies: what no webhook delivered.
     let mut drift = (trigger == RunTrigger::Reconcile).then(Vec::new);
-    let (listed, mut seen, connector) = list_and_apply(
+    let (listed, connector) = list_and_apply(
         ctx,
         connection,
+        &run.id,
         connector,
         &mut run.figures,
         drift.as_mut(),
@@ -274,8 +276,8 @@ async fn sync_under_lease(
         crate::trashed::recheck_unseen(
             ctx,
             connection,
+            &run.id,
             connector.as_ref(),
-            &mut seen,
             &mut run.figures,
             drift.as_mut(),
         )
@@ -285,7 +287,6 @@ async fn sync_under_lease(
         Ok(report) => {
             let listing = Listing {
                 report: &report,
-                seen: &seen,
                 run_id: &run.id,
             };
             conclude(
@@ -389,10 +390,10 @@ async fn credential_accepted(ctx: &SyncContext, connection: &ConnectionRow) {
     }
 }
 
-/// A listing that returned, with what it saw, in the run that read it.
+/// A listing that returned, in the run that read it (its sightings are
+/// stamped with the run).
 struct Listing<'a> {
     report: &'a ListingReport,
-    seen: &'a HashSet<SpaceAddress>,
     run_id: &'a str,
 }
 
@@ -405,19 +406,24 @@ async fn connect(
     Ok(crate::budget::connector(&ctx.store, &ctx.cipher, &ctx.http, connection).await?)
 }
 
-/// Runs the listing and applies its pages as they arrive. Returns the
-/// listing's own result, every address it sent and the connector; a
-/// registry failure stops the listing and is the error.
+/// Runs the listing and applies its pages as they arrive, stamping their
+/// sightings with the run `run_id`. Returns the listing's own result and
+/// the connector; a registry failure stops the listing and is the error.
+///
+/// Why a channel between them: the listing (a task of its own) keeps its
+/// requests in flight while this loop writes, so the slower of the two
+/// sets the pace, never their sum; the channel's bound (`page_buffer`)
+/// keeps the pages waiting, and so the memory, fixed.
 async fn list_and_apply(
     ctx: &SyncContext,
     connection: &ConnectionRow,
+    run_id: &str,
     connector: Box<dyn Connector>,
     figures: &mut RunFigures,
     mut drift: Option<&mut Vec<SpaceChange>>,
     progress: &Progress,
 ) -> Result<(
     std::result::Result<ListingReport, ConnectorError>,
-    HashSet<SpaceAddress>,
     Box<dyn Connector>,
 )> {
     let (tx, mut rx) = mpsc::channel::<Vec<SpaceRecord>>(ctx.sync.page_buffer.max(1));
@@ -429,7 +435,6 @@ async fn list_and_apply(
         (listed, connector)
     });
 
-    let mut seen: HashSet<SpaceAddress> = HashSet::new();
     let mut store_error = None;
     let mut cap = crate::private_cap::PrivateCap::start(
         &ctx.store,
@@ -439,7 +444,6 @@ async fn list_and_apply(
     .await?;
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
-        seen.extend(page.iter().map(|r| r.address.clone()));
         let page = match cap.as_mut() {
             Some(cap) => match cap.admit(&ctx.store, page).await {
                 Ok(p) => p,
@@ -452,7 +456,7 @@ async fn list_and_apply(
         };
         match ctx
             .store
-            .apply_page_noting(&connection.id, &connection.owner, &page)
+            .apply_listed_page(&connection.id, &connection.owner, run_id, &page)
             .await
         {
             Ok((stats, changes)) => {
@@ -492,7 +496,7 @@ async fn list_and_apply(
         }
         report
     });
-    Ok((listed, seen, connector))
+    Ok((listed, connector))
 }
 
 /// What a listing that returned means for the registry: only a complete
@@ -526,7 +530,7 @@ async fn conclude(
     }
     let preview = ctx
         .store
-        .missing_preview(&connection.id, listing.seen)
+        .missing_preview_of_run(&connection.id, listing.run_id)
         .await?;
     credential_accepted(ctx, connection).await;
     if let Some(reason) = breaker::trips(&ctx.sync, &preview) {
@@ -558,7 +562,10 @@ async fn conclude(
                 }),
         );
     }
-    figures.missing = ctx.store.mark_missing(&connection.id, listing.seen).await?;
+    figures.missing = ctx
+        .store
+        .mark_unseen_by_run(&connection.id, listing.run_id)
+        .await?;
     let tombstoned = ctx
         .store
         .tombstone_long_missing(&connection.id, ctx.sync.tombstone_after)

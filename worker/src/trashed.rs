@@ -6,8 +6,6 @@
 //! left to the listing's verdict (missing), so a transfer or lost access
 //! is never dressed up as present.
 
-use std::collections::HashSet;
-
 use cmcp_connectors::{Connector, ReadOutcome};
 use cmcp_domain::{RunFigures, SpaceAddress};
 use cmcp_registry::{ConnectionRow, SpaceChange};
@@ -22,12 +20,15 @@ use crate::sync::SyncContext;
 pub async fn recheck_unseen(
     ctx: &SyncContext,
     connection: &ConnectionRow,
+    run_id: &str,
     connector: &dyn Connector,
-    seen: &mut HashSet<SpaceAddress>,
     figures: &mut RunFigures,
     mut drift: Option<&mut Vec<SpaceChange>>,
 ) -> Result<()> {
-    let preview = ctx.store.missing_preview(&connection.id, seen).await?;
+    let preview = ctx
+        .store
+        .missing_preview_of_run(&connection.id, run_id)
+        .await?;
     let limit = usize::try_from(ctx.sync.max_missing).unwrap_or(usize::MAX);
     if preview.would_miss.len() > limit {
         // The breaker will hold the connection; reading them all would
@@ -49,13 +50,12 @@ pub async fn recheck_unseen(
         };
         let (stats, changes) = ctx
             .store
-            .apply_page_noting(&connection.id, &connection.owner, &[record])
+            .apply_listed_page(&connection.id, &connection.owner, run_id, &[record])
             .await?;
         figures.updated += stats.updated + stats.renamed;
         if let Some(d) = drift.as_deref_mut() {
             d.extend(changes);
         }
-        seen.insert(address);
         trashed += 1;
     }
     if trashed > 0 {

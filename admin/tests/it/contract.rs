@@ -179,7 +179,7 @@ pub async fn every_documented_answer_is_given_and_fits(db: TestDb) {
     );
     let resolve = |f: &str| format!("/v1/spaces/resolve?fingerprint={f}");
     use Method as M;
-    let mut calls = vec![
+    let calls = vec![
         call(M::GET, "/v1/proposals?state=proposed", a, 200),
         call(M::GET, "/v1/proposals?state=bogus", a, 400),
         call(M::GET, "/v1/proposals?limit=many", a, 400),

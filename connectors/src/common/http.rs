@@ -37,6 +37,14 @@ use crate::error::{ConnectorError, Result};
 /// behind the platform's does not spend a request on an empty budget.
 const RESET_MARGIN: Duration = Duration::from_millis(500);
 
+/// An answer read whole, before it is decoded.
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    url: Url,
+    body: Vec<u8>,
+}
+
 /// A reqwest client plus the policy, the config and the credential's budget.
 pub struct HttpClient<P> {
     policy: P,
@@ -213,9 +221,17 @@ impl<P: ApiPolicy> HttpClient<P> {
         })
     }
 
-    /// One attempt: a concurrency permit, budget admission, send, read the
-    /// whole body, decode; then the budget is settled with what the answer
-    /// said, whatever happened.
+    /// One attempt: budget admission, a concurrency permit, send, read the
+    /// whole body; then the permit is given back, the body decoded and the
+    /// budget settled with what the answer said, whatever happened.
+    ///
+    /// Why admission comes before the permit and decoding after it: a
+    /// permit is one of the `max_concurrency` requests in flight, and a
+    /// fleet budget is a store round trip (which on SQLite may queue behind
+    /// a page being written). Held across it, or across decoding a large
+    /// page, a permit sits idle while no request is on the wire; outside
+    /// them, a caller that keeps more attempts going than there are permits
+    /// (the GitHub listing does) has a request ready whenever one ends.
     async fn attempt<T: DeserializeOwned>(
         &self,
         url: &Url,
@@ -223,13 +239,14 @@ impl<P: ApiPolicy> HttpClient<P> {
         etag: Option<&str>,
         keep_raw: bool,
     ) -> std::result::Result<Conditional<T>, Failure> {
+        self.admit(counters).await?;
         // The semaphore is never closed, so acquiring cannot fail.
         let permit = self.permits.acquire().await.ok();
-        self.admit(counters).await?;
         bump(&counters.requests);
-        let (result, headers) = self.exchange::<T>(url, counters, etag, keep_raw).await;
-        // The request is over: settling need not hold a slot.
+        let (answer, headers) = self.exchange(url, etag).await;
+        // The request is over: decoding and settling need not hold a slot.
         drop(permit);
+        let result = answer.and_then(|a| self.decode::<T>(a, counters, etag, keep_raw));
         let observation = Observation {
             reading: headers.as_ref().and_then(|h| self.policy.budget(h)),
             limit: headers.as_ref().and_then(|h| self.policy.budget_limit(h)),
@@ -250,18 +267,13 @@ impl<P: ApiPolicy> HttpClient<P> {
         result.map_err(|f| self.cap_wait(f))
     }
 
-    /// Sends and reads one answer; the headers are returned whenever an
-    /// answer arrived, for the budget.
-    async fn exchange<T: DeserializeOwned>(
+    /// Sends and reads one answer whole; the headers are returned whenever
+    /// an answer arrived, for the budget.
+    async fn exchange(
         &self,
         url: &Url,
-        counters: &Counters,
         etag: Option<&str>,
-        keep_raw: bool,
-    ) -> (
-        std::result::Result<Conditional<T>, Failure>,
-        Option<HeaderMap>,
-    ) {
+    ) -> (std::result::Result<Answer, Failure>, Option<HeaderMap>) {
         let platform = self.policy.platform();
         let transport = |e: reqwest::Error| {
             Failure::Transient(ConnectorError::Transport {
@@ -298,8 +310,33 @@ impl<P: ApiPolicy> HttpClient<P> {
             }
             Err(e) => return (Err(transport(e)), Some(headers)),
         };
+        let answer = Answer {
+            status,
+            headers: headers.clone(),
+            url: final_url,
+            body,
+        };
+        (Ok(answer), Some(headers))
+    }
+
+    /// What an answer means: a decoded body, a 304 to a conditional
+    /// request, or the platform's verdict on anything else.
+    fn decode<T: DeserializeOwned>(
+        &self,
+        answer: Answer,
+        counters: &Counters,
+        etag: Option<&str>,
+        keep_raw: bool,
+    ) -> std::result::Result<Conditional<T>, Failure> {
+        let platform = self.policy.platform();
+        let Answer {
+            status,
+            headers,
+            url: final_url,
+            body,
+        } = answer;
         if status.is_success() {
-            let result = match serde_json::from_slice::<T>(&body) {
+            return match serde_json::from_slice::<T>(&body) {
                 Ok(value) => Ok(Conditional::Modified {
                     raw: if keep_raw {
                         String::from_utf8_lossy(&body).into_owned()
@@ -312,7 +349,7 @@ impl<P: ApiPolicy> HttpClient<P> {
                         .map(str::to_owned),
                     fetched: Fetched {
                         value,
-                        headers: headers.clone(),
+                        headers,
                         url: final_url,
                     },
                 }),
@@ -321,20 +358,17 @@ impl<P: ApiPolicy> HttpClient<P> {
                     detail: format!("{final_url}: {e}"),
                 })),
             };
-            return (result, Some(headers));
         }
         if status == StatusCode::NOT_MODIFIED {
             bump(&counters.not_modified);
             if etag.is_some() {
-                let answer = Conditional::NotModified {
-                    headers: headers.clone(),
+                return Ok(Conditional::NotModified {
+                    headers,
                     url: final_url,
-                };
-                return (Ok(answer), Some(headers));
+                });
             }
         }
-        let failure = self.policy.classify(status, &headers, &body);
-        (Err(failure), Some(headers))
+        Err(self.policy.classify(status, &headers, &body))
     }
 
     /// POSTs a JSON `body` once and returns the answer's body on 2xx. It
@@ -345,10 +379,10 @@ impl<P: ApiPolicy> HttpClient<P> {
     /// have taken effect, so the caller decides whether to send it again.
     pub async fn post_json(&self, url: &Url, body: &[u8], counters: &Counters) -> Result<Vec<u8>> {
         let platform = self.policy.platform();
-        let permit = self.permits.acquire().await.ok();
         self.admit(counters)
             .await
             .map_err(|f| self.final_error(f))?;
+        let permit = self.permits.acquire().await.ok();
         bump(&counters.requests);
         let started = Instant::now();
         let sent = self

@@ -19,7 +19,7 @@
 //! only when a page's ETag changed, and holds only the fields the mapping
 //! reads (a tenth of a full page).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cmcp_domain::SpaceRecord;
@@ -271,10 +271,21 @@ impl GithubConnector {
         u32::try_from(MAX_REPOS_PER_ORG.div_ceil(u64::from(per_page))).unwrap_or(u32::MAX)
     }
 
-    /// Pages 2..=n, built from the last URL, at most `max_concurrency` at a
-    /// time. After an error that ends the listing, pages not yet started are
-    /// skipped but those in flight are awaited, so every budget reservation
-    /// is settled.
+    /// Pages 2..=n, built from the last URL, at most `max_concurrency`
+    /// requests in flight. After an error that ends the listing, pages not
+    /// yet started are skipped but those in flight are awaited, so every
+    /// budget reservation is settled.
+    ///
+    /// Why twice as many pages under way as requests in flight, and why
+    /// pages are handed on beside the fetches rather than between them: a
+    /// page is more than its request (a cache read before it, a budget
+    /// reservation and settlement around it, the cache write and mapping
+    /// after it), and the sink waits whenever the registry is behind. Were
+    /// the next request started only once a page had gone all the way
+    /// through, the wire would sit idle for each of those steps. Here a
+    /// request is ready whenever one ends, and up to `max_concurrency`
+    /// mapped pages wait for the sink while the next ones are fetched
+    /// (bounded: the fetches pause once that many wait).
     #[allow(clippy::too_many_arguments)]
     async fn fetch_numbered(
         &self,
@@ -303,27 +314,42 @@ impl GithubConnector {
                     )
                 }
             })
-            .buffer_unordered(width);
+            .buffer_unordered(width * 2);
+        let mut ready: VecDeque<Vec<SpaceRecord>> = VecDeque::new();
+        let mut fetched_all = false;
         let mut fatal = None;
-        while let Some((number, result)) = pages.next().await {
-            match result {
-                None => {}
-                Some(Ok(page)) if fatal.is_none() => {
-                    if let Err(e) = self.take(page, sink, scopes, tally, notes).await {
+        loop {
+            tokio::select! {
+                permit = sink.reserve(), if !ready.is_empty() => match permit {
+                    Ok(permit) => permit.send(ready.pop_front().unwrap_or_default()),
+                    Err(_) => {
                         stop.store(true, Ordering::SeqCst);
-                        fatal = Some(e);
+                        ready.clear();
+                        fatal.get_or_insert(ConnectorError::SinkClosed { platform: PLATFORM });
                     }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(Exhausted { error, attempts })) => {
-                    if ends_listing(&error) {
-                        stop.store(true, Ordering::SeqCst);
-                        fatal.get_or_insert(error);
-                    } else {
-                        tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
-                        tally.fail(format!("page {number}: {error} after {attempts} attempts"));
+                },
+                next = pages.next(), if !fetched_all && ready.len() < width => match next {
+                    None => fetched_all = true,
+                    Some((_, None)) => {}
+                    Some((_, Some(Ok(page)))) => {
+                        if fatal.is_none() {
+                            let records = self.admit_page(page, scopes, tally, notes);
+                            if !records.is_empty() {
+                                ready.push_back(records);
+                            }
+                        }
                     }
-                }
+                    Some((number, Some(Err(Exhausted { error, attempts })))) => {
+                        if ends_listing(&error) {
+                            stop.store(true, Ordering::SeqCst);
+                            fatal.get_or_insert(error);
+                        } else {
+                            tracing::warn!(page = number, attempts, error = %error, "listing page failed; listing is partial");
+                            tally.fail(format!("page {number}: {error} after {attempts} attempts"));
+                        }
+                    }
+                },
+                else => break,
             }
         }
         match fatal {
@@ -418,6 +444,19 @@ impl GithubConnector {
         tally: &mut Tally,
         notes: &mut Notes,
     ) -> Result<()> {
+        let records = self.admit_page(page, scopes, tally, notes);
+        self.send(sink, records).await
+    }
+
+    /// A page's records, each repository once; keeps its scopes and
+    /// failures.
+    fn admit_page(
+        &self,
+        page: Page,
+        scopes: &mut Option<Vec<String>>,
+        tally: &mut Tally,
+        notes: &mut Notes,
+    ) -> Vec<SpaceRecord> {
         if let Some(s) = scopes::scopes(&page.headers) {
             *scopes = Some(s);
         }
@@ -427,12 +466,10 @@ impl GithubConnector {
         notes.foreign += page.foreign;
         notes.writable.merge(page.writable);
         let at = format!("page {}", page.number);
-        let records: Vec<SpaceRecord> = page
-            .records
+        page.records
             .into_iter()
             .filter_map(|r| tally.admit(r, &at))
-            .collect();
-        self.send(sink, records).await
+            .collect()
     }
 
     /// Reads one page, conditionally when the cache has an answer for it,

@@ -210,6 +210,7 @@ async fn places(store: &Store) -> Vec<PlaceInput> {
         name: name.to_owned(),
         key: key.map(str::to_owned),
         aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+        members: None,
     };
     let mut list = vec![
         place("payments", "Payments", Some("OLD"), &[]),

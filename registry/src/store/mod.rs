@@ -43,6 +43,7 @@ mod sightings;
 mod spaces;
 mod stored_delivery;
 mod suggestions;
+mod unseen;
 mod visibility;
 mod webhooks;
 

@@ -129,18 +129,23 @@ pub fn may_write(reader: &Owner, space_owner: &Owner) -> bool {
 }
 
 /// `INSERT … ON CONFLICT` recording that connection `$3` saw `n` spaces
-/// (`$4…`) at `$1`. A sighting already `seen` since after `$2` is left
-/// alone, so a re-reading that changes nothing writes nothing.
+/// (`$5…`) at `$1`, in the listing run `$4` (NULL outside a listing). A
+/// sighting already `seen` since after `$2`, and already stamped with the
+/// run, is left alone, so a re-reading that changes nothing writes nothing
+/// outside a listing, and a listing only stamps its run.
 pub(crate) fn upsert_seen_sql(n: usize) -> String {
     let rows: Vec<String> = (0..n)
-        .map(|i| format!("($3, ${}, 'seen', $1, $1, $1)", 4 + i))
+        .map(|i| format!("($3, ${}, 'seen', $1, $1, $1, $4)", 5 + i))
         .collect();
     format!(
-        "INSERT INTO sightings (connection_id, space_address, state, first_seen_at, last_seen_at, state_since) \
+        "INSERT INTO sightings (connection_id, space_address, state, first_seen_at, last_seen_at, state_since, last_seen_run) \
          VALUES {} ON CONFLICT (connection_id, space_address) DO UPDATE SET \
          state_since = CASE WHEN sightings.state = 'seen' THEN sightings.state_since ELSE excluded.state_since END, \
-         state = 'seen', last_seen_at = excluded.last_seen_at, missed_listings = 0 \
-         WHERE sightings.state <> 'seen' OR sightings.last_seen_at < $2",
+         state = 'seen', last_seen_at = excluded.last_seen_at, missed_listings = 0, \
+         last_seen_run = COALESCE(excluded.last_seen_run, sightings.last_seen_run) \
+         WHERE sightings.state <> 'seen' OR sightings.last_seen_at < $2 \
+         OR (excluded.last_seen_run IS NOT NULL AND (sightings.last_seen_run IS NULL \
+             OR sightings.last_seen_run <> excluded.last_seen_run))",
         rows.join(", ")
     )
 }

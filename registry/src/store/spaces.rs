@@ -292,7 +292,33 @@ impl Store {
     ) -> Result<(PageStats, Vec<SpaceChange>)> {
         let mut attempt = 0;
         loop {
-            match self.apply_page_once(connection_id, owner, records).await {
+            match self
+                .apply_page_once(connection_id, owner, records, None)
+                .await
+            {
+                Err(RegistryError::AlreadyExists { .. }) if attempt < 3 => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Store::apply_page_noting`] for a page of the listing run `run_id`:
+    /// each record's sighting is also stamped with the run, so that the
+    /// end of a complete listing finds what it did not see in the store
+    /// ([`Store::missing_preview_of_run`], [`Store::mark_unseen_by_run`]).
+    pub async fn apply_listed_page(
+        &self,
+        connection_id: &str,
+        owner: &Owner,
+        run_id: &str,
+        records: &[SpaceRecord],
+    ) -> Result<(PageStats, Vec<SpaceChange>)> {
+        let mut attempt = 0;
+        loop {
+            match self
+                .apply_page_once(connection_id, owner, records, Some(run_id))
+                .await
+            {
                 Err(RegistryError::AlreadyExists { .. }) if attempt < 3 => attempt += 1,
                 other => return other,
             }
@@ -304,6 +330,7 @@ impl Store {
         connection_id: &str,
         owner: &Owner,
         records: &[SpaceRecord],
+        run_id: Option<&str>,
     ) -> Result<(PageStats, Vec<SpaceChange>)> {
         // Last reading wins when a page repeats a space.
         let mut by_address: BTreeMap<SpaceAddress, SpaceRecord> = BTreeMap::new();
@@ -450,7 +477,8 @@ impl Store {
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(upsert_seen_sql(chunk.len())))
                     .bind(now)
                     .bind(now - SIGHTING_REFRESH_MS)
-                    .bind(connection_id);
+                    .bind(connection_id)
+                    .bind(run_id);
                 for a in chunk {
                     q = q.bind(a);
                 }

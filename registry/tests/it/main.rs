@@ -23,6 +23,7 @@ mod schema;
 mod sightings;
 mod spaces;
 mod support;
+mod unseen;
 mod upgrade;
 mod upgrade_each;
 mod webhooks;

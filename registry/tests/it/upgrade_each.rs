@@ -113,6 +113,21 @@ const SEEDS: &[(i64, &str)] = &[
            VALUES ('alice', 'space:github-repo:github.com/11', 'place:pl-1', 'link', 'pl-1', NULL, '[]', 'same remote', 90, 'h1', 'declined', 1000, 2000, 'alice', 2000)",
     ),
     (
+        20261201190000,
+        "INSERT INTO spaces (address, kind, tenant, stable_id, connection_id, owner, display_name, status, first_seen_at, last_changed_at) \
+           VALUES ('space:github-repo:github.com/13', 'github-repo', 'github.com', '13', 'gh-acme', 'company', 'acme/r13', 'active', 2000, 2000);
+         INSERT INTO sightings (connection_id, space_address, state, first_seen_at, last_seen_at, state_since, last_seen_run) \
+           VALUES ('gh-acme', 'space:github-repo:github.com/13', 'seen', 2000, 3000, 2000, 'run-1')",
+    ),
+    (
+        // PostgreSQL only: the change feed's statement triggers see a new space.
+        20261201190001,
+        "INSERT INTO spaces (address, kind, tenant, stable_id, connection_id, owner, display_name, status, first_seen_at, last_changed_at) \
+           VALUES ('space:github-repo:github.com/14', 'github-repo', 'github.com', '14', 'gh-acme', 'company', 'acme/r14', 'active', 2000, 2000);
+         INSERT INTO aliases (space_address, kind, value, raw, valid_from, valid_to) \
+           VALUES ('space:github-repo:github.com/14', 'full-name', 'acme/r14', 'acme/r14', 2000, NULL)",
+    ),
+    (
         20261201200000,
         "INSERT INTO matching_position (name, tx, id) VALUES ('proposals', 0, 7);
          INSERT INTO matching_dirty (space_address, old_container) VALUES ('space:github-repo:github.com/11', NULL)",
