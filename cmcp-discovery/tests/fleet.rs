@@ -519,10 +519,13 @@ async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_con
             );
         }
         let now = chrono::Utc::now().timestamp_millis();
+        // Past the third tick is not enough: its claim comes up to one
+        // `check_every` later, so wait until each connection has it.
         let settled = now > ticks[2]
             && connections.iter().all(|id| {
                 let r = &runs[id];
-                r.len() == claims_of(&claims, id).len()
+                claims_of(&claims, id).contains(&ticks[2])
+                    && r.len() == claims_of(&claims, id).len()
                     && r.iter().all(|r| r.outcome != RunOutcome::Running)
             });
         if settled {
