@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod client_api;
 pub mod deliveries;
+mod door;
 pub mod error;
 pub mod me;
 pub mod people;

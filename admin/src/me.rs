@@ -10,21 +10,21 @@ use std::collections::HashSet;
 
 use axum::Router;
 use axum::extract::{Query, State};
-use axum::http::header::{LOCATION, SET_COOKIE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cmcp_domain::SpaceAddress;
-use cmcp_registry::{Role, SuggestionState};
+use cmcp_registry::SuggestionState;
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::AdminState;
-use crate::auth::{actor_of, hash_secret};
+use crate::auth::actor_of;
+use crate::door::{Door, Peer};
 use crate::error::AdminError;
 use crate::people::linked_accounts;
 use crate::screen::{field, form_pairs, layout, redirect, strict_headers};
-use crate::session::{self, ME, Session};
+use crate::session::{ME, Session};
 use crate::suggestions::{answer, decide};
 
 const TITLE: &str = "cmcp-discovery: your spaces";
@@ -181,54 +181,22 @@ async fn render(
     Ok(layout(TITLE, body).into_response())
 }
 
+/// The way into this page.
+const DOOR: Door = Door {
+    realm: ME,
+    admits: |k| k.person.is_some(),
+    refused: "That is not a live member key of a person.",
+    page: sign_in_page,
+    error: html_error,
+};
+
 async fn sign_in(
     State(st): State<AdminState>,
-    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    peer: Peer,
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if let Err(e) = session::check_origin(&headers) {
-        return html_error(e);
-    }
-    if let Some(axum::Extension(axum::extract::ConnectInfo(addr))) = peer
-        && !st.sign_ins.allow(addr.ip(), std::time::Instant::now())
-    {
-        tracing::warn!(client = %addr.ip(), "sign-in attempts over the limit");
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(axum::http::header::RETRY_AFTER, "60")],
-            sign_in_page(Some(
-                "Too many sign-in attempts from this address; wait a minute.",
-            )),
-        )
-            .into_response();
-    }
-    let pairs = form_pairs(&body);
-    let key = field(&pairs, "key").unwrap_or("").trim();
-    let found = match st.store.key_by_hash(&hash_secret(key)).await {
-        Ok(k) => k,
-        Err(e) => return html_error(e.into()),
-    };
-    match found {
-        Some(k) if k.role == Role::Member && k.person.is_some() && !key.is_empty() => {
-            match session::start(&st.store, &k.id).await {
-                Ok(sid) => (
-                    StatusCode::SEE_OTHER,
-                    [
-                        (LOCATION, "/me".to_owned()),
-                        (SET_COOKIE, ME.set_cookie(&sid, st.secure_cookie)),
-                    ],
-                )
-                    .into_response(),
-                Err(e) => html_error(e),
-            }
-        }
-        _ => (
-            StatusCode::UNAUTHORIZED,
-            sign_in_page(Some("That is not a live member key of a person.")),
-        )
-            .into_response(),
-    }
+    DOOR.sign_in(&st, peer, &headers, &body).await
 }
 
 /// The session of a POST after the Origin and CSRF checks.
@@ -237,31 +205,11 @@ async fn checked(
     headers: &HeaderMap,
     pairs: &[(String, String)],
 ) -> Result<Session, AdminError> {
-    session::check_origin(headers)?;
-    let s = ME
-        .current(&st.store, headers)
-        .await?
-        .ok_or(AdminError::Unauthorized)?;
-    session::check_csrf(&s, field(pairs, "csrf"))?;
-    Ok(s)
+    DOOR.checked(st, headers, pairs).await
 }
 
 async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
-    let pairs = form_pairs(&body);
-    match checked(&st, &headers, &pairs).await {
-        Ok(s) => match st.store.delete_session(&s.id_hash).await {
-            Ok(()) => (
-                StatusCode::SEE_OTHER,
-                [
-                    (LOCATION, "/me".to_owned()),
-                    (SET_COOKIE, ME.clear_cookie(st.secure_cookie)),
-                ],
-            )
-                .into_response(),
-            Err(e) => html_error(e.into()),
-        },
-        Err(e) => html_error(e),
-    }
+    DOOR.sign_out(&st, &headers, &body).await
 }
 
 fn back_with(msg: &str) -> String {
