@@ -97,6 +97,7 @@ async fn wait_for_run_id(
     }
 }
 
+#[cfg(feature = "demo")]
 pub async fn wait_for_run(store: &Store, connection: &str, since: i64) -> Result<SyncRunRow> {
     loop {
         let runs = store.list_runs(Some(connection), 5).await?;
