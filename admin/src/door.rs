@@ -5,11 +5,12 @@
 
 use std::net::SocketAddr;
 
-use axum::Extension;
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, State};
 use axum::http::header::{LOCATION, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router};
 use cmcp_registry::ApiKeyRow;
 use maud::Markup;
 
@@ -36,6 +37,28 @@ pub(crate) struct Door {
 }
 
 impl Door {
+    /// `POST {path}/sign-in` and `POST {path}/sign-out` of the realm.
+    pub fn routes(&'static self) -> Router<AdminState> {
+        let path = self.realm.path;
+        Router::new()
+            .route(
+                &format!("{path}/sign-in"),
+                post(
+                    move |State(st): State<AdminState>, peer: Peer, headers: HeaderMap, body: String| async move {
+                        self.sign_in(&st, peer, &headers, &body).await
+                    },
+                ),
+            )
+            .route(
+                &format!("{path}/sign-out"),
+                post(
+                    move |State(st): State<AdminState>, headers: HeaderMap, body: String| async move {
+                        self.sign_out(&st, &headers, &body).await
+                    },
+                ),
+            )
+    }
+
     /// `POST …/sign-in`: a live key of the realm's role becomes a session
     /// cookie for the realm's path.
     pub async fn sign_in(

@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use crate::AdminState;
 use crate::auth::actor_of;
-use crate::door::{Door, Peer};
+use crate::door::Door;
 use crate::error::AdminError;
 use crate::people::linked_accounts;
 use crate::screen::{field, form_pairs, layout, redirect, strict_headers};
@@ -33,8 +33,7 @@ pub fn router(state: AdminState) -> Router {
     strict_headers(
         Router::new()
             .route("/me", get(page))
-            .route("/me/sign-in", post(sign_in))
-            .route("/me/sign-out", post(sign_out))
+            .merge(DOOR.routes())
             .route("/me/decide", post(decide_form))
             .route("/me/request", post(request_form))
             .with_state(state),
@@ -182,35 +181,13 @@ async fn render(
 }
 
 /// The way into this page.
-const DOOR: Door = Door {
+static DOOR: Door = Door {
     realm: ME,
     admits: |k| k.person.is_some(),
     refused: "That is not a live member key of a person.",
     page: sign_in_page,
     error: html_error,
 };
-
-async fn sign_in(
-    State(st): State<AdminState>,
-    peer: Peer,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    DOOR.sign_in(&st, peer, &headers, &body).await
-}
-
-/// The session of a POST after the Origin and CSRF checks.
-async fn checked(
-    st: &AdminState,
-    headers: &HeaderMap,
-    pairs: &[(String, String)],
-) -> Result<Session, AdminError> {
-    DOOR.checked(st, headers, pairs).await
-}
-
-async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
-    DOOR.sign_out(&st, &headers, &body).await
-}
 
 fn back_with(msg: &str) -> String {
     let msg: String = url::form_urlencoded::byte_serialize(msg.as_bytes()).collect();
@@ -220,7 +197,7 @@ fn back_with(msg: &str) -> String {
 async fn decide_form(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
     let pairs = form_pairs(&body);
     let run = async {
-        let s = checked(&st, &headers, &pairs).await?;
+        let s = DOOR.checked(&st, &headers, &pairs).await?;
         let person = person_of(&s)?;
         let id: i64 = field(&pairs, "id")
             .and_then(|v| v.parse().ok())
@@ -238,7 +215,7 @@ async fn decide_form(State(st): State<AdminState>, headers: HeaderMap, body: Str
 async fn request_form(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
     let pairs = form_pairs(&body);
     let run = async {
-        let s = checked(&st, &headers, &pairs).await?;
+        let s = DOOR.checked(&st, &headers, &pairs).await?;
         let person = person_of(&s)?;
         let space: SpaceAddress = field(&pairs, "space")
             .unwrap_or("")

@@ -22,9 +22,9 @@ use crate::AdminState;
 use crate::api::views_conn::BudgetView;
 use crate::api::{DecideBody, DecisionBody, connections_overview, decide};
 use crate::auth::actor_of;
-use crate::door::{Door, Peer};
+use crate::door::Door;
 use crate::error::AdminError;
-use crate::session::{self, Session};
+use crate::session;
 
 pub const PAGE_SIZE: i64 = 100;
 
@@ -41,8 +41,7 @@ pub fn router(state: AdminState) -> Router {
     strict_headers(
         Router::new()
             .route("/admin", get(screen))
-            .route("/admin/sign-in", post(sign_in))
-            .route("/admin/sign-out", post(sign_out))
+            .merge(DOOR.routes())
             .route("/admin/decide", post(decide_form))
             .route("/admin/connection", post(connection_form))
             .with_state(state),
@@ -405,35 +404,13 @@ pub(crate) fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a
 }
 
 /// The way into this page.
-const DOOR: Door = Door {
+static DOOR: Door = Door {
     realm: session::ADMIN,
     admits: |_| true,
     refused: "That is not a live admin key.",
     page: sign_in_page,
     error: html_error,
 };
-
-async fn sign_in(
-    State(st): State<AdminState>,
-    peer: Peer,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    DOOR.sign_in(&st, peer, &headers, &body).await
-}
-
-/// The session of a POST after the Origin and CSRF checks.
-async fn checked(
-    st: &AdminState,
-    headers: &HeaderMap,
-    pairs: &[(String, String)],
-) -> Result<Session, AdminError> {
-    DOOR.checked(st, headers, pairs).await
-}
-
-async fn sign_out(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
-    DOOR.sign_out(&st, &headers, &body).await
-}
 
 fn back_to(pairs: &[(String, String)], msg: &str) -> String {
     let back = field(pairs, "back")
@@ -450,7 +427,7 @@ fn back_to(pairs: &[(String, String)], msg: &str) -> String {
 async fn decide_form(State(st): State<AdminState>, headers: HeaderMap, body: String) -> Response {
     let pairs = form_pairs(&body);
     let run = async {
-        let s = checked(&st, &headers, &pairs).await?;
+        let s = DOOR.checked(&st, &headers, &pairs).await?;
         if !s.row.key.has_power(Power::Mappings) {
             return Err(AdminError::Forbidden(
                 "deciding needs the mappings power".to_owned(),
@@ -496,7 +473,7 @@ async fn connection_form(
 ) -> Response {
     let pairs = form_pairs(&body);
     let run = async {
-        let s = checked(&st, &headers, &pairs).await?;
+        let s = DOOR.checked(&st, &headers, &pairs).await?;
         if !s.row.key.has_power(Power::Connections) {
             return Err(AdminError::Forbidden(
                 "this needs the connections power".to_owned(),
