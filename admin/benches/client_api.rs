@@ -145,8 +145,18 @@ struct Server {
 async fn serve(store: &Store) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cmcp_admin::router(AdminState::new(store.clone()))
-        .route("/healthz", get(|| async { "ok" }));
+    // As `serve` runs it: keys answered from memory while revocations are
+    // heard (PostgreSQL; SQLite reads the store every time).
+    let state = AdminState::new(store.clone()).with_key_cache(Duration::from_secs(60));
+    let cache = state.keys.clone().unwrap();
+    if matches!(store, Store::Postgres(_)) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cache.is_live() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(cache.is_live(), "the key-change listener did not subscribe");
+    }
+    let app = cmcp_admin::router(state).route("/healthz", get(|| async { "ok" }));
     tokio::spawn(async move { axum::serve(listener, app).await });
     let (_, key) = create_key(store, "bench", "service", &[], "bench")
         .await

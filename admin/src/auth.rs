@@ -120,11 +120,12 @@ impl FromRequestParts<AdminState> for Caller {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .ok_or(AdminError::Unauthorized)?;
-        let key = state
-            .store
-            .key_by_hash(&hash_secret(secret))
-            .await?
-            .ok_or(AdminError::Unauthorized)?;
+        let hash = hash_secret(secret);
+        let key = match &state.keys {
+            Some(cache) => cache.key_by_hash(&hash).await?,
+            None => state.store.key_by_hash(&hash).await?,
+        }
+        .ok_or(AdminError::Unauthorized)?;
         Ok(Caller(key))
     }
 }

@@ -16,6 +16,10 @@ pub enum AdminError {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
+    /// What the caller asks for existed and is gone for good (a change-feed
+    /// cursor older than the feed keeps).
+    #[error("{0}")]
+    Gone(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -25,6 +29,7 @@ impl From<RegistryError> for AdminError {
         match e {
             RegistryError::Invalid { what } => AdminError::BadRequest(format!("invalid {what}")),
             RegistryError::NotFound { what } => AdminError::NotFound(format!("{what} not found")),
+            gone @ RegistryError::FeedPruned { .. } => AdminError::Gone(gone.to_string()),
             RegistryError::AlreadyExists { what } => {
                 AdminError::BadRequest(format!("{what} already exists"))
             }
@@ -56,6 +61,7 @@ impl AdminError {
             AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminError::Gone(_) => StatusCode::GONE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -35,6 +35,9 @@ pub struct AdminState {
     /// Links a person's GitHub (`POST /v1/people/{person}/github`); the
     /// binary provides it.
     pub github_linker: Option<people::Linker>,
+    /// Live API keys kept in memory while revocations are heard (see
+    /// [`cmcp_registry::KeyCache`]); `None`: every call reads the store.
+    pub keys: Option<std::sync::Arc<cmcp_registry::KeyCache>>,
 }
 
 impl AdminState {
@@ -45,6 +48,7 @@ impl AdminState {
             secure_cookie: false,
             sign_ins: Default::default(),
             github_linker: None,
+            keys: None,
         }
     }
 
@@ -53,6 +57,14 @@ impl AdminState {
         self.secure_cookie = public_url
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        self
+    }
+
+    /// Keep live API keys in memory up to `ttl` (zero: never), emptied on
+    /// every revocation any process commits. Starts a listener on the
+    /// current runtime (PostgreSQL only; SQLite always reads the store).
+    pub fn with_key_cache(mut self, ttl: std::time::Duration) -> AdminState {
+        self.keys = Some(cmcp_registry::KeyCache::start(&self.store, ttl));
         self
     }
 

@@ -80,6 +80,12 @@ pub struct Config {
     /// Google, so this must run well within that.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub drive_channels_every: std::time::Duration,
+    /// How long `serve` may answer an API key from memory (PostgreSQL
+    /// only; `0s`: never). Every revocation is announced to every process,
+    /// which forgets its keys at once, and while that announcement cannot
+    /// be heard keys are read from the store; this bounds the rest.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub api_key_cache: std::time::Duration,
 }
 
 impl Default for Config {
@@ -101,6 +107,7 @@ impl Default for Config {
             public_url: "http://127.0.0.1:8080".to_owned(),
             gateway: cmcp_webhook_gateway::GatewayConfig::default(),
             drive_channels_every: std::time::Duration::from_secs(600),
+            api_key_cache: std::time::Duration::from_secs(60),
         }
     }
 }

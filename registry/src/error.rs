@@ -22,6 +22,14 @@ pub enum RegistryError {
     AlreadyExists { what: String },
     #[error("invalid {what}")]
     Invalid { what: String },
+    /// A change-feed position older than what the feed still holds: the
+    /// changes after it up to `oldest` were pruned, so reading on from it
+    /// would skip them.
+    #[error(
+        "cursor {cursor} is older than the change feed keeps (the changes up to {oldest} were pruned): \
+         read the manifest again and follow the feed from its version"
+    )]
+    FeedPruned { cursor: String, oldest: String },
     #[error("stored data is not valid: {what}")]
     Corrupt { what: String },
     #[error("secret store: {0}")]

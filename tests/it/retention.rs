@@ -125,6 +125,7 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
             runs: cut,
             finished_jobs: cut,
             page_cache: cut,
+            changes: 0,
         })
         .await
         .unwrap();
@@ -165,6 +166,7 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
             runs: cut,
             finished_jobs: cut,
             page_cache: cut,
+            changes: 0,
         })
         .await
         .unwrap();
@@ -180,6 +182,7 @@ pub async fn retention_removes_what_it_should_and_keeps_what_it_should(db: TestD
             runs: cut,
             finished_jobs: cut,
             page_cache: cut,
+            changes: 0,
         })
         .await
         .unwrap();

@@ -31,6 +31,11 @@ pub struct RetentionConfig {
     /// Page-cache rows not refreshed for this long have expired.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub keep_page_cache: Duration,
+    /// Change-feed rows go after this. A client whose cursor is older is
+    /// answered 410 (and its manifest diff whole), so it re-reads the
+    /// manifest instead of missing changes.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub keep_changes: Duration,
 }
 
 const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -43,6 +48,7 @@ impl Default for RetentionConfig {
             keep_runs: WEEK,
             keep_finished_jobs: WEEK,
             keep_page_cache: WEEK,
+            keep_changes: WEEK,
         }
     }
 }
@@ -58,6 +64,7 @@ impl RetentionConfig {
             runs: ago(self.keep_runs),
             finished_jobs: ago(self.keep_finished_jobs),
             page_cache: ago(self.keep_page_cache),
+            changes: ago(self.keep_changes),
         }
     }
 }
@@ -71,6 +78,7 @@ pub async fn prune(store: &Store, cfg: &RetentionConfig, now_ms: i64) -> Result<
         runs = pruned.runs,
         finished_jobs = pruned.finished_jobs,
         page_cache_rows = pruned.page_cache_rows,
+        changes = pruned.changes,
         "retention pruned"
     );
     Ok(pruned)

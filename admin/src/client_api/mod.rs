@@ -125,7 +125,8 @@ pub struct ChangesQuery {
     responses((status = 200, description = "Changes after the cursor, in commit order, and the next cursor", body = ChangesResponse),
               (status = 400, description = "Bad cursor, limit or person id", body = wire::ErrorBody),
               (status = 401, description = "No valid API key", body = wire::ErrorBody),
-              (status = 403, description = "A member key naming another person", body = wire::ErrorBody)))]
+              (status = 403, description = "A member key naming another person", body = wire::ErrorBody),
+              (status = 410, description = "The cursor is older than the feed keeps: read the manifest again and follow the feed from its version", body = wire::ErrorBody)))]
 async fn changes(
     State(st): State<AdminState>,
     asking: Asking,

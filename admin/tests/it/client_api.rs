@@ -10,7 +10,7 @@ use cmcp_registry::{Decision, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::api::{Server, serve};
+use crate::api::{Server, serve, serve_with};
 use crate::support::{connection, connection_of, place, project, proposals, put, refresh, repo};
 use cmcp_admin::testing::{response_schema, violations};
 
@@ -21,6 +21,7 @@ both_backends!(
     resolve_answers_the_space_its_place_and_how_it_matched,
     the_feed_over_http_gives_every_change_once,
     answers_match_the_openapi_document,
+    a_cached_key_is_forgotten_when_any_process_revokes_it,
 );
 
 const ALICE_REMOTE: &str = "git@bitbucket.org:alice/notes.git";
@@ -458,5 +459,98 @@ async fn answers_match_the_openapi_document(db: TestDb) {
             wrong.is_empty(),
             "{path} ({want}) breaks the document: {wrong:?}"
         );
+    }
+}
+
+/// The key cache answers keys from memory only while revocations are
+/// heard: on PostgreSQL a revoke committed by anyone (here the store, as
+/// the CLI would) empties it at once; SQLite never caches.
+async fn a_cached_key_is_forgotten_when_any_process_revokes_it(db: TestDb) {
+    // An hour: only the announcement can explain a refusal within seconds.
+    let state = cmcp_admin::AdminState::new(db.store.clone())
+        .with_key_cache(std::time::Duration::from_secs(3600));
+    let cache = state.keys.clone().unwrap();
+    let srv = serve_with(state).await;
+    let (row, secret) = create_key(&db.store, "svc", "service", &[], "t")
+        .await
+        .unwrap();
+    let path = "/v1/changes?after=0";
+    let until = |want: StatusCode| {
+        let (srv, secret) = (&srv, secret.clone());
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let (status, body) = get(srv, path, Some(&secret), None).await;
+                if status == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still {status} {body}, want {want}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let pg = match &db.store {
+        Store::Sqlite(_) => None,
+        Store::Postgres(pool) => Some(pool.clone()),
+    };
+    let Some(pool) = pg else {
+        // Never live on SQLite: a revoke is refused on the next call.
+        assert!(!cache.is_live());
+        until(StatusCode::OK).await;
+        db.store.revoke_api_key(&row.id, "t").await.unwrap();
+        let (status, _) = get(&srv, path, Some(&secret), None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        return;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cache.is_live() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never subscribed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    until(StatusCode::OK).await;
+    // The cache is really answering: with the announcement switched off,
+    // a revoked key still gets in.
+    sqlx::query("ALTER TABLE api_keys DISABLE TRIGGER api_keys_changed")
+        .execute(&pool)
+        .await
+        .unwrap();
+    db.store.revoke_api_key(&row.id, "t").await.unwrap();
+    let (status, _) = get(&srv, path, Some(&secret), None).await;
+    assert_eq!(status, StatusCode::OK, "answered from memory");
+    // The announcement (what the trigger sends on every revoke) empties it.
+    sqlx::query("ALTER TABLE api_keys ENABLE TRIGGER api_keys_changed")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_notify('cmcp_api_keys', '')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    until(StatusCode::UNAUTHORIZED).await;
+
+    // A second key, revoked with the trigger on: refused within moments.
+    let (row, secret) = create_key(&db.store, "svc2", "service", &[], "t")
+        .await
+        .unwrap();
+    let (status, _) = get(&srv, path, Some(&secret), None).await;
+    assert_eq!(status, StatusCode::OK);
+    db.store.revoke_api_key(&row.id, "t").await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (status, _) = get(&srv, path, Some(&secret), None).await;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a revoked key kept working"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }

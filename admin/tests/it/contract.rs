@@ -257,7 +257,12 @@ pub async fn every_documented_answer_is_given_and_fits(db: TestDb) {
         .1;
     let al = Some(alice.as_str());
     let decide = format!("/v1/people/alice/suggestions/{suggestion}");
+    // Retention prunes the whole feed: a cursor from before it is gone.
+    let now = chrono::Utc::now().timestamp_millis();
+    let pruned = db.store.prune_changes(now + 1).await.unwrap();
+    assert!(pruned > 0);
     let mut calls = vec![
+        call(M::GET, "/v1/changes?after=0", s, 410).person("alice"),
         call(M::GET, "/v1/people/alice/suggestions", al, 200),
         call(M::GET, "/v1/people/alice/suggestions", b, 403),
         call(M::POST, decide.as_str(), al, 400).body(json!({"decision": "maybe"})),

@@ -31,6 +31,7 @@ pub async fn serve(app: &App) -> Result<()> {
         .merge(cmcp_admin::router(
             cmcp_admin::AdminState::new(app.store.clone())
                 .behind(&app.cfg.public_url)
+                .with_key_cache(app.cfg.api_key_cache)
                 .with_github_linker(std::sync::Arc::new(crate::linker::WorkerLinker {
                     store: app.store.clone(),
                     cipher: app.cipher.clone(),

@@ -139,7 +139,7 @@ const CHANGE_COLUMNS: &str = "id, tx, kind, space_address, owner, detail, at";
 
 /// The rows every reader may be given: on PostgreSQL only those written by
 /// transactions older than every transaction still running.
-const PG_HORIZON: &str = "tx < pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+pub(crate) const PG_HORIZON: &str = "tx < pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 
 impl Store {
     /// Up to `limit` changes after `after` that `viewer` may see (`None`:
@@ -151,6 +151,7 @@ impl Store {
         limit: i64,
         viewer: Option<&Viewer>,
     ) -> Result<ChangePage> {
+        self.check_not_pruned(after).await?;
         let rows = self
             .raw_changes(after, None, limit.clamp(1, 10_000))
             .await?;
@@ -162,6 +163,34 @@ impl Store {
                 .collect(),
             next,
         })
+    }
+
+    /// The position up to which retention pruned the feed (`None`: it
+    /// never has). A reader at this position or after it has lost nothing.
+    pub async fn feed_pruned_through(&self) -> Result<Option<Cursor>> {
+        let row: Option<(i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT tx, id FROM space_changes_pruned WHERE one = 1")
+                .fetch_optional(pool).await?
+        });
+        Ok(row.map(|(tx, id)| Cursor { tx, id }))
+    }
+
+    /// Whether reading on from `after` would skip pruned changes.
+    pub(crate) async fn is_pruned_past(&self, after: Cursor) -> Result<Option<Cursor>> {
+        Ok(self.feed_pruned_through().await?.filter(|p| after < *p))
+    }
+
+    /// Refuse a cursor older than the feed keeps: a page from it would have
+    /// a hole where the pruned changes were, and the reader would never
+    /// know.
+    async fn check_not_pruned(&self, after: Cursor) -> Result<()> {
+        match self.is_pruned_past(after).await? {
+            Some(oldest) => Err(RegistryError::FeedPruned {
+                cursor: after.to_string(),
+                oldest: oldest.to_string(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The newest position every reader may already read: a manifest's
@@ -182,7 +211,13 @@ impl Store {
                     .await?
             }
         };
-        Ok(row.map_or(Cursor::default(), |(tx, id)| Cursor { tx, id }))
+        let newest = row.map_or(Cursor::default(), |(tx, id)| Cursor { tx, id });
+        // Never behind what retention pruned: a feed pruned empty still has
+        // a head that is not "before everything".
+        Ok(match self.feed_pruned_through().await? {
+            Some(pruned) => newest.max(pruned),
+            None => newest,
+        })
     }
 
     /// Every committed change after `after`, oldest first, at most

@@ -176,7 +176,10 @@ impl Store {
             removed: Vec::new(),
         };
         if let Some(since) = since {
-            let changes = if since <= version {
+            // A version older than what the feed keeps cannot be diffed:
+            // the pruned changes are not there to read.
+            let pruned = self.is_pruned_past(since).await?.is_some();
+            let changes = if since <= version && !pruned {
                 Some(
                     self.raw_changes(since, Some(version), max_diff.max(0) + 1)
                         .await?,

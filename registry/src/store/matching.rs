@@ -237,6 +237,16 @@ impl Store {
     /// `limit`; `overflow` when more than that waits.
     pub async fn matching_backlog(&self, limit: usize) -> Result<MatchBacklog> {
         let after = self.matching_position().await?;
+        if self.is_pruned_past(after).await?.is_some() {
+            // Retention pruned changes the ladder never read: only a full
+            // recompute knows what they touched.
+            return Ok(MatchBacklog {
+                changes: Vec::new(),
+                dirty: Vec::new(),
+                next: after,
+                overflow: true,
+            });
+        }
         let want = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
         let read = self.changes_settled(after, want).await?;
         // The position moves past settled rows only; the rest are looked at

@@ -19,6 +19,8 @@ pub struct Pruned {
     pub finished_jobs: u64,
     pub page_cache_rows: u64,
     pub schedule_ticks: u64,
+    /// Rows of the change feed past their keep.
+    pub changes: u64,
 }
 
 /// The cut-off times (epoch milliseconds) before which each kind goes.
@@ -31,6 +33,9 @@ pub struct PruneBefore {
     pub runs: i64,
     pub finished_jobs: i64,
     pub page_cache: i64,
+    /// Change-feed rows written before this go, oldest first (a reader
+    /// still behind them is then told so, never given a hole).
+    pub changes: i64,
 }
 
 impl Store {
@@ -60,6 +65,7 @@ impl Store {
         });
         let schedule_ticks = self.prune_ticks(before.runs).await?;
         let finished_jobs = self.prune_finished_jobs(before.finished_jobs).await?;
+        let changes = self.prune_changes(before.changes).await?;
         Ok(Pruned {
             delivery_bodies,
             deliveries,
@@ -68,7 +74,72 @@ impl Store {
             finished_jobs,
             page_cache_rows,
             schedule_ticks,
+            changes,
         })
+    }
+
+    /// The change feed's rows written before `before_ms`, up to the newest
+    /// such row every reader may already have read (PostgreSQL: written by
+    /// a transaction older than every one still running, so no row can
+    /// commit later below it). The position pruned through is recorded
+    /// first: from then on a cursor behind it is refused, and a manifest
+    /// diff from behind it is answered whole, so no reader ever reads past
+    /// the hole without being told.
+    pub async fn prune_changes(&self, before_ms: i64) -> Result<u64> {
+        const BATCH: i64 = 5_000;
+        let horizon = match self.backend() {
+            Backend::Sqlite => "1 = 1",
+            Backend::Postgres => super::changes::PG_HORIZON,
+        };
+        let sql = format!(
+            "SELECT tx, id FROM space_changes WHERE at < $1 AND {horizon} \
+             ORDER BY tx DESC, id DESC LIMIT 1"
+        );
+        let through: Option<(i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(before_ms).fetch_optional(pool).await?
+        });
+        let Some((tx, id)) = through else {
+            return Ok(0);
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO space_changes_pruned (one, tx, id, pruned_at) VALUES (1, $1, $2, $3) \
+                 ON CONFLICT (one) DO UPDATE SET tx = excluded.tx, id = excluded.id, pruned_at = excluded.pruned_at \
+                 WHERE (space_changes_pruned.tx, space_changes_pruned.id) < (excluded.tx, excluded.id)",
+            )
+            .bind(tx).bind(id).bind(now).execute(pool).await?;
+        });
+        // SQLite's `tx` is always 0 (see `changes_settled`): the id alone
+        // is the position there, and walks its primary key.
+        let mut total = 0;
+        loop {
+            let n = match self {
+                Store::Sqlite(pool) => sqlx::query(
+                    "DELETE FROM space_changes WHERE id IN \
+                     (SELECT id FROM space_changes WHERE id <= $1 ORDER BY id LIMIT $2)",
+                )
+                .bind(id)
+                .bind(BATCH)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+                Store::Postgres(pool) => sqlx::query(
+                    "DELETE FROM space_changes WHERE id IN \
+                     (SELECT id FROM space_changes WHERE (tx, id) <= ($1, $2) ORDER BY tx, id LIMIT $3)",
+                )
+                .bind(tx)
+                .bind(id)
+                .bind(BATCH)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+            };
+            total += n;
+            if n < BATCH as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Processed and ignored delivery rows received before `before_ms`, in

@@ -16,6 +16,7 @@ both_backends!(
     changes_a_caller_may_not_see_are_filtered_but_the_cursor_moves_alike,
     a_reader_polling_while_writers_commit_out_of_order_sees_every_change_once,
     an_older_open_transaction_holds_the_feed_back_until_it_commits,
+    a_pruned_feed_refuses_older_cursors_and_diffs_them_whole,
 );
 
 /// Everything after `after`, page by page, for `viewer`.
@@ -274,4 +275,83 @@ async fn an_older_open_transaction_holds_the_feed_back_until_it_commits(db: Test
     let (rows, _) = drain(&db.store, start, None).await;
     let ids: Vec<i64> = rows.iter().map(|r| r.cursor.id).collect();
     assert_eq!(ids, [older_id, younger_id]);
+}
+
+/// Retention prunes the feed's oldest rows; a reader behind them is told
+/// (an error that says to re-read the manifest, a manifest answered whole,
+/// a full recompute for matching), never given a page with a hole.
+async fn a_pruned_feed_refuses_older_cursors_and_diffs_them_whole(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    s.apply_page(
+        "gh",
+        &Owner::Company,
+        &[repo(1, "acme", "api"), repo(2, "acme", "web")],
+    )
+    .await
+    .unwrap();
+    let (old, through) = drain(s, Cursor::default(), None).await;
+    assert!(old.len() > 2, "{old:?}");
+    let early = old[0].cursor;
+    let version = s.manifest("alice", None, 1_000).await.unwrap().version;
+    assert_eq!(version, through);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cut = chrono::Utc::now().timestamp_millis();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    s.apply_page("gh", &Owner::Company, &[repo(3, "acme", "docs")])
+        .await
+        .unwrap();
+    settle_changes(s).await;
+    assert_eq!(s.feed_pruned_through().await.unwrap(), None);
+
+    let pruned = s.prune_changes(cut).await.unwrap();
+    assert_eq!(pruned, old.len() as u64);
+    assert_eq!(s.feed_pruned_through().await.unwrap(), Some(through));
+
+    // Behind the pruned position: refused, saying what to do.
+    for behind in [Cursor::default(), early] {
+        let err = s.changes(behind, 10, None).await.unwrap_err();
+        assert!(
+            matches!(err, cmcp_registry::RegistryError::FeedPruned { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("read the manifest again"), "{err}");
+    }
+    // At it: exactly what came after, nothing lost.
+    let (after, head) = drain(s, through, None).await;
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|c| c.address == addr(3)), "{after:?}");
+
+    // A manifest diff from before the pruned position cannot be made: the
+    // whole manifest, flagged. From the position itself it is a diff.
+    let m = s.manifest("alice", Some(early), 1_000).await.unwrap();
+    assert!(m.too_old && m.full, "{m:?}");
+    assert_eq!(m.spaces.len(), 3);
+    let m = s.manifest("alice", Some(version), 1_000).await.unwrap();
+    assert!(!m.too_old && !m.full, "{m:?}");
+    assert_eq!(
+        m.added
+            .iter()
+            .map(|e| e.address.clone())
+            .collect::<Vec<_>>(),
+        vec![addr(3)]
+    );
+
+    // The ladder's position is behind the pruned rows: a full recompute.
+    assert!(s.matching_position().await.unwrap() < through);
+    assert!(s.matching_backlog(100).await.unwrap().overflow);
+
+    // Pruning everything leaves a head that is not "before everything",
+    // so the newest version still diffs (to nothing).
+    let all = s
+        .prune_changes(chrono::Utc::now().timestamp_millis() + 1)
+        .await
+        .unwrap();
+    assert_eq!(all, after.len() as u64);
+    assert_eq!(s.change_head().await.unwrap(), head);
+    let m = s.manifest("alice", Some(head), 1_000).await.unwrap();
+    assert!(!m.too_old && !m.full && m.added.is_empty(), "{m:?}");
+    assert!(s.changes(head, 10, None).await.unwrap().changes.is_empty());
+    assert!(s.changes(through, 10, None).await.is_err());
+    assert_eq!(s.prune_changes(i64::MAX).await.unwrap(), 0);
 }

@@ -132,6 +132,17 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO matching_position (name, tx, id) VALUES ('proposals', 0, 7);
          INSERT INTO matching_dirty (space_address, old_container) VALUES ('space:github-repo:github.com/11', NULL)",
     ),
+    (
+        20261201210000,
+        "INSERT INTO space_changes_pruned (one, tx, id, pruned_at) VALUES (1, 0, 3, 5000)",
+    ),
+    (
+        // No table: the key-change notification (PostgreSQL) fires on a revoke.
+        20261201210001,
+        "INSERT INTO api_keys (id, name, key_hash, role, powers, created_at, created_by, revoked_at, person) \
+           VALUES ('key_3', 'old', 'hash-3', 'service', '', 1000, 'cli', NULL, NULL);
+         UPDATE api_keys SET revoked_at = 6000 WHERE id = 'key_3'",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
