@@ -432,15 +432,27 @@ async fn queued_syncs_of_one_connection_never_overlap_across_worker_processes() 
 }
 
 /// An every-minute `[reconcile] schedule`, two worker processes of the
-/// binary on one PostgreSQL, two connections, for three minutes: each tick
-/// queues one reconcile per connection for the whole fleet, and each runs
-/// once, whichever process claimed it. (Takes about three and a half
-/// minutes: the ticks are real minutes.)
+/// binary on one store (a PostgreSQL database, or one SQLite file), two
+/// connections, for three minutes: each tick queues one reconcile per
+/// connection for the whole fleet, and each runs once, whichever process
+/// claimed it. (Takes about three and a half minutes: the ticks are real
+/// minutes. The two backends' tests mostly wait, so they run side by side.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_connection_per_tick() {
+async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_connection_per_tick_postgres()
+ {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
+    every_minute_schedule(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_minute_schedule_two_processes_three_minutes_one_reconcile_per_connection_per_tick_sqlite()
+ {
+    every_minute_schedule(TestDb::sqlite().await).await;
+}
+
+async fn every_minute_schedule(db: TestDb) {
     init_tls();
     cmcp_worker::queue::setup(&db.store).await.unwrap();
     let key = hex::encode([6u8; 32]);
