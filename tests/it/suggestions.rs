@@ -6,7 +6,7 @@
 
 use cmcp_domain::{Owner, RunOutcome, RunTrigger, SpaceKind, Token};
 use cmcp_fixtures::GithubSimConfig;
-use cmcp_registry::testing::TestDb;
+use cmcp_registry::testing::{TestDb, settle_changes};
 use cmcp_registry::{
     Decision, PlaceInput, ProposalFilter, ProposalState, ProposalTarget, Store, SuggestionAnswer,
     SuggestionKind, SuggestionRow, SuggestionState,
@@ -258,7 +258,10 @@ pub async fn declined_stays_declined_until_the_evidence_changes_and_a_link_files
     let entry = m.spaces.iter().find(|e| e.address == fork).unwrap();
     let placed = entry.place.as_ref().expect("the link files the space");
     assert_eq!(placed.path, format!("project/{PLACE}"));
-    // The diff since before the link says so too.
+    // The diff since before the link says so too, once the feed has every
+    // committed change (on PostgreSQL it waits for older transactions in
+    // the whole cluster, other tests' included).
+    settle_changes(&store).await;
     let diff = store.manifest("alice", Some(version), 1000).await.unwrap();
     assert!(!diff.full);
     assert!(diff.changed.iter().any(|e| e.address == fork), "{diff:?}");
