@@ -10,7 +10,8 @@
 //!
 //! 1. its own row, key and mapping;
 //! 2. mappings of its stable id under another address;
-//! 3. its children (names for the Jira rung, fingerprints);
+//! 3. its children (names for the Jira rung, fingerprints), of which only
+//!    those with a name or fingerprint that can give evidence are read;
 //! 4. spaces sharing a fingerprint with it or a child, with their mapping
 //!    and their container's mapping;
 //! 5. mapped Jira projects whose key heads a child's name;
@@ -241,8 +242,8 @@ pub async fn affected(store: &Store, backlog: &MatchBacklog) -> Result<BTreeSet<
         .collect())
 }
 
-/// The ladder's input for `containers`: the containers, their children,
-/// the spaces sharing their fingerprints, the mapped Jira projects their
+/// The ladder's input for `containers`: the containers, those of their
+/// children that can give evidence, the spaces sharing their fingerprints, the mapped Jira projects their
 /// children are named after, and the mappings of all of these, of their
 /// containers and of the containers' stable ids.
 pub async fn neighbourhood(
@@ -254,7 +255,7 @@ pub async fn neighbourhood(
 )> {
     let wanted: Vec<String> = containers.iter().map(ToString::to_string).collect();
     let mut rows = store.match_spaces_at(&wanted, true).await?;
-    rows.extend(store.match_children_of(&wanted, true).await?);
+    rows.extend(store.match_telling_children_of(&wanted).await?);
     let family: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
     let mut aliases = store.match_aliases_of(&family).await?;
     let known: HashSet<String> = family.iter().cloned().collect();

@@ -182,8 +182,9 @@ pub fn propose(
 
 /// [`propose`] for the `containers` only. `spaces` need not be the whole
 /// registry: for each of the containers it must hold the container, its
-/// children, every space sharing a fingerprint with them and every mapped
-/// Jira project named by a child (`refresh_changed` reads exactly those),
+/// children that can give evidence (any others change nothing), every
+/// space sharing a fingerprint with them and every mapped Jira project
+/// named by a child (`incremental::neighbourhood` reads exactly those),
 /// and `mappings` the mappings of all of them, of their containers and of
 /// the containers' stable ids.
 pub fn propose_for(

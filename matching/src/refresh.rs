@@ -1,10 +1,12 @@
-//! Matching against the registry, whole: load places, spaces, their keys
-//! and fingerprints and the approved mappings, run the ladder, and store
-//! the round (`Store::sync_proposals` keeps only what changed). This is the
+//! Matching against the registry, whole: every container, a page at a
+//! time, through the ladder, each round stored for its page
+//! (`Store::sync_proposals_of` keeps only what changed). This is the
 //! reconciliation path (the nightly reconcile, a places import); after an
 //! ordinary sync [`crate::incremental`] refreshes only what changed.
+//! [`load_input`] reads the whole registry at once, for the in-memory
+//! ladder ([`crate::propose`]) that the tests and benches compare with.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress};
 use cmcp_registry::{
@@ -14,7 +16,10 @@ use cmcp_registry::{
 
 use crate::Result;
 use crate::evidence::evidence_hash;
-use crate::ladder::{Candidate, Place, PlaceAlias, Settings, Space, Target, propose};
+use crate::incremental::neighbourhood;
+use crate::ladder::{
+    Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose_for,
+};
 
 /// Every place with its aliases (the ladder's name and fuzzy rungs index
 /// them all).
@@ -139,24 +144,48 @@ pub fn to_rows(places: &[Place], candidates: &[Candidate]) -> Vec<NewProposal> {
         .collect()
 }
 
-/// Recompute and store proposals for the whole registry. The feed's head
-/// and the dirty rows are read first, so what changes while the ladder
-/// runs is looked at again by the next incremental refresh.
+/// Containers per page of the full recompute.
+const PAGE: usize = 500;
+
+/// Recompute and store proposals for the whole registry, a page of
+/// containers at a time: each page reads its neighbourhood by index (as the
+/// incremental refresh does), runs the ladder and stores its round, so
+/// memory stays that of one page whatever the size of the organisation.
+/// Open proposals of containers matching no longer compares are superseded
+/// last. The feed's head and the dirty rows are read first, so what changes
+/// while the pages run is looked at again by the next incremental refresh.
 pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
     let head = store.change_head().await?;
     let dirty = store.matching_dirty_ids().await?;
     let (places_version, _) = store.matching_places_version().await?;
-    let (places, spaces, mappings) = load_input(store).await?;
-    let candidates = propose(&places, &spaces, &mappings, settings);
-    let figures = store.sync_proposals(&to_rows(&places, &candidates)).await?;
+    let places = PlaceIndex::new(load_places(store).await?);
+    let mut figures = ProposalFigures::default();
+    let mut containers = 0usize;
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.match_containers_after(after.as_deref(), PAGE).await?;
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        let wanted: BTreeSet<SpaceAddress> = page.iter().filter_map(|a| a.parse().ok()).collect();
+        let (spaces, mappings) = neighbourhood(store, &wanted).await?;
+        let only: HashSet<SpaceAddress> = wanted.into_iter().collect();
+        let candidates = propose_for(&places, &spaces, &mappings, settings, &only);
+        let round = store
+            .sync_proposals_of(&page, &to_rows(places.places(), &candidates))
+            .await?;
+        figures.proposed += round.proposed;
+        figures.superseded += round.superseded;
+        figures.unchanged += round.unchanged;
+        containers += page.len();
+        after = Some(last);
+    }
+    figures.superseded += store.supersede_proposals_of_ineligible().await?;
     store.matching_done(head, &dirty).await?;
     store.matching_places_done(&places_version).await?;
     tracing::info!(
-        containers = spaces
-            .iter()
-            .filter(|s| s.address.kind().is_container())
-            .count(),
-        places = places.len(),
+        containers,
+        places = places.places().len(),
         proposed = figures.proposed,
         superseded = figures.superseded,
         unchanged = figures.unchanged,

@@ -16,7 +16,8 @@ use cmcp_domain::{
     Alias, AliasKind, ConnectionSpec, Owner, Platform, SpaceAddress, SpaceKind, SpaceRecord,
     SpaceState, Token,
 };
-use cmcp_matching::{Settings, refresh_changed, refresh_proposals};
+use cmcp_matching::refresh::to_rows;
+use cmcp_matching::{Settings, load_input, propose, refresh_changed, refresh_proposals};
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{
     Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, both_backends,
@@ -27,6 +28,7 @@ use rand::{Rng, SeedableRng};
 both_backends!(
     incremental_refresh_equals_full_recompute_after_random_changes,
     rejected_stays_rejected_and_a_rerun_proposes_nothing,
+    the_full_recompute_pages_through_every_container_and_supersedes_the_gone,
 );
 
 const COMPANY: &str = "bb-acme";
@@ -245,6 +247,65 @@ async fn snapshot(store: &Store) -> Snapshot {
             )
         })
         .collect()
+}
+
+/// The stored proposals against the in-memory ladder run over the whole
+/// registry at once: every open proposal is one of its candidates, scored
+/// the same, and every candidate is stored open or decided (a decided one
+/// stays decided while its evidence stays; an approved "create" maps
+/// nothing until the place exists). Both stored paths read
+/// neighbourhoods by index, so this is what shows they read enough.
+async fn assert_whole_ladder_agrees(store: &Store, settings: &Settings, round: usize) {
+    let (places, spaces, mappings) = load_input(store).await.unwrap();
+    let candidates = propose(&places, &spaces, &mappings, settings);
+    let whole: BTreeSet<(String, String, String, i64, bool)> = to_rows(&places, &candidates)
+        .into_iter()
+        .map(|c| {
+            (
+                c.container.to_string(),
+                c.target.as_db(),
+                c.evidence_hash,
+                c.confidence,
+                c.conflict,
+            )
+        })
+        .collect();
+    let stored = snapshot(store).await;
+    for (container, target, hash, state, confidence, conflict) in &stored {
+        let key = (
+            container.clone(),
+            target.clone(),
+            hash.clone(),
+            *confidence,
+            *conflict,
+        );
+        if state == "proposed" {
+            assert!(
+                whole.contains(&key),
+                "round {round}: stored {key:?} is not what the whole ladder proposes"
+            );
+        }
+    }
+    for key in &whole {
+        let (container, target, hash, confidence, conflict) = key;
+        assert!(
+            stored.iter().any(|(c, t, h, s, conf, x)| c == container
+                && t == target
+                && h == hash
+                && (s == "proposed" && conf == confidence && x == conflict
+                    || s == "rejected"
+                    || s == "approved")),
+            "round {round}: the whole ladder proposes {key:?}, not stored; stored: {:?}; whole: {:?}",
+            stored
+                .iter()
+                .filter(|s| &s.0 == container)
+                .collect::<Vec<_>>(),
+            candidates
+                .iter()
+                .filter(|c| c.container.to_string() == *container)
+                .collect::<Vec<_>>()
+        );
+    }
 }
 
 async fn ids_in(store: &Store, state: ProposalState) -> Vec<i64> {
@@ -474,6 +535,7 @@ async fn incremental_refresh_equals_full_recompute_after_random_changes(db: Test
             snapshot(store).await,
             "round {round}: re-scored"
         );
+        assert_whole_ladder_agrees(store, &settings, round).await;
         let rows = store
             .list_proposals(&ProposalFilter::default())
             .await
@@ -563,4 +625,65 @@ async fn rejected_stays_rejected_and_a_rerun_proposes_nothing(db: TestDb) {
     );
     let again = refresh_changed(store, &settings).await.unwrap();
     assert_eq!((again.proposed, again.superseded), (0, 0), "{again:?}");
+}
+
+/// The full recompute reads the registry a page of containers at a time:
+/// containers on every page (more than two pages here) get their
+/// proposals, and the open proposals of containers tombstoned since the
+/// last run are superseded by its last step, not left open.
+async fn the_full_recompute_pages_through_every_container_and_supersedes_the_gone(db: TestDb) {
+    let store = &db.store;
+    let settings = Settings::default();
+    connection(store, COMPANY, Owner::Company).await;
+    places(store).await;
+    let projects: Vec<SpaceRecord> = (0..1_203)
+        .map(|i| {
+            record(
+                address(SpaceKind::BitbucketProject, "acme", &format!("q{i:04}")),
+                if i % 2 == 0 { "Ledger" } else { "Quiet corner" },
+                None,
+            )
+        })
+        .collect();
+    store
+        .apply_page(COMPANY, &Owner::Company, &projects)
+        .await
+        .unwrap();
+    let first = refresh_proposals(store, &settings).await.unwrap();
+    let open = |rows: &[cmcp_registry::ProposalRow], a: &SpaceAddress| {
+        rows.iter()
+            .filter(|p| &p.container == a && p.state == ProposalState::Proposed)
+            .count()
+    };
+    let rows = store
+        .list_proposals(&ProposalFilter::default())
+        .await
+        .unwrap();
+    for p in &projects {
+        assert!(
+            open(&rows, &p.address) >= 1,
+            "{} has no proposal",
+            p.address
+        );
+    }
+    assert_eq!(first.proposed as usize, rows.len(), "{first:?}");
+    let gone = [&projects[0], &projects[600], &projects[1_202]];
+    let expected: usize = gone.iter().map(|p| open(&rows, &p.address)).sum();
+    for p in gone {
+        tombstone(store, &p.address).await;
+    }
+    let again = refresh_proposals(store, &settings).await.unwrap();
+    assert_eq!(
+        (again.proposed, again.superseded as usize),
+        (0, expected),
+        "{again:?}"
+    );
+    let rows = store
+        .list_proposals(&ProposalFilter::default())
+        .await
+        .unwrap();
+    for p in gone {
+        assert_eq!(open(&rows, &p.address), 0, "{} still open", p.address);
+    }
+    assert_eq!(open(&rows, &projects[601].address), 1);
 }

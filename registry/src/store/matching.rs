@@ -8,6 +8,7 @@
 //! [`CHUNK`] (both dialects bind `$n` placeholders; no value is ever
 //! written into the SQL text).
 
+use cmcp_domain::SpaceKind;
 use sqlx::AssertSqlSafe;
 
 use super::changes::{ChangeRow, Cursor};
@@ -137,6 +138,75 @@ impl Store {
              WHERE s.container IN ({{in}}) AND {filter}"
         );
         Ok(fetch_chunks!(self, MatchSpaceRow, sql, containers))
+    }
+
+    /// The spaces inside the `containers` that can give a container
+    /// evidence: a fingerprint shared with another company space that is
+    /// mapped or sits in a mapped container, or a name headed by a mapped
+    /// space's key. A superset (the ladder checks the exact rules); no other
+    /// child gives evidence, so an organisation of 100,000 repos reads only
+    /// the few that do.
+    pub async fn match_telling_children_of(
+        &self,
+        containers: &[String],
+    ) -> Result<Vec<MatchSpaceRow>> {
+        let sql = format!(
+            "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
+             WHERE s.container IN ({{in}}) AND {ELIGIBLE} AND ( \
+               (s.name_prefix IS NOT NULL AND s.name_prefix IN ( \
+                  SELECT UPPER(k.value) FROM mappings m JOIN aliases k ON k.space_address = m.space_address \
+                  WHERE k.kind = 'key' AND k.valid_to IS NULL)) \
+               OR EXISTS ( \
+                  SELECT 1 FROM aliases a \
+                  JOIN aliases b ON b.kind = a.kind AND b.value = a.value AND b.valid_to IS NULL \
+                       AND b.space_address <> a.space_address \
+                  JOIN spaces o ON o.address = b.space_address \
+                  WHERE a.space_address = s.address AND a.valid_to IS NULL \
+                    AND a.kind IN ('git-remote', 'host-id', 'first-commit') \
+                    AND o.status <> 'tombstoned' AND o.owner = 'company' \
+                    AND (o.address IN (SELECT space_address FROM mappings) \
+                         OR o.container IN (SELECT space_address FROM mappings))))"
+        );
+        Ok(fetch_chunks!(self, MatchSpaceRow, sql, containers))
+    }
+
+    /// Up to `limit` addresses of company containers that are not
+    /// tombstoned, in address order after `after` (the full recompute's
+    /// pages).
+    pub async fn match_containers_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let kinds = SpaceKind::ALL
+            .into_iter()
+            .filter(|k| k.is_container())
+            .map(|k| format!("'{}'", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT s.address FROM spaces s WHERE s.kind IN ({kinds}) AND {ELIGIBLE} AND s.address > $1 \
+             ORDER BY s.address LIMIT $2"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(on_pool!(self, pool => {
+            let rows: Vec<(String,)> = sqlx::query_as(AssertSqlSafe(sql))
+                .bind(after.unwrap_or("")).bind(limit).fetch_all(pool).await?;
+            rows.into_iter().map(|r| r.0).collect()
+        }))
+    }
+
+    /// Supersede the open proposals of containers that matching no longer
+    /// compares (tombstoned, taken over by a person, or gone): the full
+    /// recompute's last step, since its pages only reach the others.
+    pub async fn supersede_proposals_of_ineligible(&self) -> Result<u64> {
+        let sql = format!(
+            "UPDATE proposals SET state = 'superseded' WHERE state = 'proposed' AND NOT EXISTS \
+             (SELECT 1 FROM spaces s WHERE s.address = proposals.container AND {ELIGIBLE})"
+        );
+        Ok(on_pool!(self, pool => {
+            sqlx::query(AssertSqlSafe(sql)).execute(pool).await?.rows_affected()
+        }))
     }
 
     /// Active keys and fingerprints of the spaces at `addresses`.
