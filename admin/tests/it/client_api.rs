@@ -464,7 +464,8 @@ async fn answers_match_the_openapi_document(db: TestDb) {
 
 /// The key cache answers keys from memory only while revocations are
 /// heard: on PostgreSQL a revoke committed by anyone (here the store, as
-/// the CLI would) empties it at once; SQLite never caches.
+/// the CLI would) empties it at once, and so does losing the listener's
+/// connection; SQLite never caches.
 async fn a_cached_key_is_forgotten_when_any_process_revokes_it(db: TestDb) {
     // An hour: only the announcement can explain a refusal within seconds.
     let state = cmcp_admin::AdminState::new(db.store.clone())
@@ -553,4 +554,66 @@ async fn a_cached_key_is_forgotten_when_any_process_revokes_it(db: TestDb) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+
+    // The listener's connection drops (a failover, a restart, an idle
+    // cut): what was announced meanwhile is unknown, so the cache empties
+    // and reads the store until it listens again. Here the revoke is made
+    // unheard (trigger off), so only the drop can explain the refusal.
+    let (row, secret) = create_key(&db.store, "svc3", "service", &[], "t")
+        .await
+        .unwrap();
+    let answered = |want: StatusCode| {
+        let (srv, secret) = (&srv, secret.clone());
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let (status, body) = get(srv, path, Some(&secret), None).await;
+                if status == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still {status} {body}, want {want}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    answered(StatusCode::OK).await;
+    sqlx::query("ALTER TABLE api_keys DISABLE TRIGGER api_keys_changed")
+        .execute(&pool)
+        .await
+        .unwrap();
+    db.store.revoke_api_key(&row.id, "t").await.unwrap();
+    let (status, _) = get(&srv, path, Some(&secret), None).await;
+    assert_eq!(status, StatusCode::OK, "answered from memory");
+    let (cut,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN%') t",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(cut, 1, "one listener to cut");
+    // It goes dark (bypassed) until it has listened again a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cache.is_live() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cache kept answering after its listener was cut"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    answered(StatusCode::UNAUTHORIZED).await;
+    // It comes back, and what it dropped stays dropped.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cache.is_live() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (status, _) = get(&srv, path, Some(&secret), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }

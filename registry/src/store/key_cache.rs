@@ -109,18 +109,22 @@ impl KeyCache {
 
     /// Forget every key (a change was announced, or may have been missed).
     pub fn empty(&self) {
-        let mut entries = self.lock();
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        entries.clear();
+        self.forget(&mut self.lock());
     }
 
     fn set_listening(&self, on: bool) {
         // Emptied either way: before listening nothing was heard, and after
         // a drop something may have been missed.
         let mut entries = self.lock();
+        self.forget(&mut entries);
+        self.listening.store(on, Ordering::Release);
+    }
+
+    /// Empty `entries` (the locked map) and move the generation, so a read
+    /// already under way does not store what it read.
+    fn forget(&self, entries: &mut HashMap<String, (Instant, ApiKeyRow)>) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         entries.clear();
-        self.listening.store(on, Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, ApiKeyRow)>> {
