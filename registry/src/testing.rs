@@ -158,6 +158,7 @@ impl TestDb {
             &StoreOptions {
                 max_connections: 10,
                 connect_timeout: Duration::from_secs(10),
+                ..StoreOptions::default()
             },
         )
         .await

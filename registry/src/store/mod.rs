@@ -145,6 +145,14 @@ pub(crate) use {in_tx, on_pool};
 pub struct StoreOptions {
     pub max_connections: u32,
     pub connect_timeout: Duration,
+    /// PostgreSQL ends a session whose transaction sits idle this long
+    /// (`idle_in_transaction_session_timeout`; zero leaves the server's
+    /// setting). No transaction of ours waits on anything but its own
+    /// statements, so one idle for a minute has been lost by its holder: a
+    /// connection given back in a transaction would otherwise hold its row
+    /// locks, and stall every writer behind them, for as long as the pool
+    /// keeps it.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -152,6 +160,7 @@ impl Default for StoreOptions {
         StoreOptions {
             max_connections: 10,
             connect_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -183,10 +192,18 @@ impl Store {
                 })?;
             Ok(Store::Sqlite(pool))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgConnectOptions::from_str(url).map_err(|e| RegistryError::Unreachable {
-                url: shown.clone(),
-                source: e,
-            })?;
+            let mut opts =
+                PgConnectOptions::from_str(url).map_err(|e| RegistryError::Unreachable {
+                    url: shown.clone(),
+                    source: e,
+                })?;
+            let idle_ms = options.idle_in_transaction_timeout.as_millis();
+            if idle_ms > 0 {
+                opts = opts.options([(
+                    "idle_in_transaction_session_timeout",
+                    format!("{idle_ms}ms"),
+                )]);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections)
                 .acquire_timeout(options.connect_timeout)

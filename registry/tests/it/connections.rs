@@ -79,3 +79,65 @@ async fn duplicate_and_invalid_connections_are_refused(db: TestDb) {
     let missing = db.store.get_connection("nope").await;
     assert!(matches!(missing, Err(RegistryError::NotFound { .. })));
 }
+
+/// A transaction its holder lost (a connection given back mid-transaction,
+/// a task stuck between statements) does not hold its row locks for as long
+/// as the pool keeps the connection: PostgreSQL ends the session once its
+/// transaction has sat idle `idle_in_transaction_timeout`, and the writer it
+/// blocked (here a lease renewal, as in a sync) goes on.
+// Multi-threaded: `TestDb`'s drop blocks one thread while it drops the
+// database over connections this runtime drives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_left_idle_is_ended_and_frees_its_rows() {
+    use std::time::Duration;
+
+    use cmcp_registry::testing::postgres_admin_url;
+    use cmcp_registry::{Store, StoreOptions};
+
+    let Some(admin_url) = postgres_admin_url() else {
+        eprintln!("note: skipped: no PostgreSQL configured");
+        return;
+    };
+    let db = TestDb::postgres_on(&admin_url, None).await;
+    add_connection(&db.store, "gh-acme", Owner::Company).await;
+    let store = Store::connect(
+        &db.url,
+        &StoreOptions {
+            idle_in_transaction_timeout: Duration::from_millis(500),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let Store::Postgres(pool) = &store else {
+        unreachable!("a PostgreSQL URL")
+    };
+    let set: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(set, "500ms");
+    assert!(
+        store
+            .try_acquire_lease("gh-acme", "w1", 60_000)
+            .await
+            .unwrap()
+            == cmcp_registry::LeaseAttempt::Acquired
+    );
+    let mut lost = pool.begin().await.unwrap();
+    sqlx::query("UPDATE connections SET updated_at = updated_at WHERE id = 'gh-acme'")
+        .execute(&mut *lost)
+        .await
+        .unwrap();
+    // Without the timeout this waits for ever on the row `lost` holds.
+    let renewed = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.renew_lease("gh-acme", "w1", 60_000),
+    )
+    .await
+    .expect("the renewal was freed")
+    .unwrap();
+    assert!(renewed);
+    let after = sqlx::query("SELECT 1").execute(&mut *lost).await;
+    assert!(after.is_err(), "the idle session was ended");
+}

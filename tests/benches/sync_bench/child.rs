@@ -130,6 +130,7 @@ async fn sync() -> serde_json::Value {
         &StoreOptions {
             max_connections: 10,
             connect_timeout: Duration::from_secs(10),
+            ..StoreOptions::default()
         },
     )
     .await
