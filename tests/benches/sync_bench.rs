@@ -23,8 +23,9 @@
 //!   ≤ 100 MiB at 100,000 and within 10 % between 10,000 and 100,000);
 //! - at 50,000, a second sync of the unchanged org: its share of 304s;
 //! - the matching ladder's refresh, which every complete sync ends with,
-//!   timed alone after the sync with its own peak (`clear_refs`): it reads
-//!   every space of the registry, so its share is told apart.
+//!   timed alone after the sync with its own peak (`clear_refs`), so its
+//!   share is told apart (a first sync's backlog makes it the full
+//!   recompute, which pages through the containers).
 //!
 //! The machine's load average is printed with every row: on a loaded
 //! machine the ratios of one run are what counts, not the seconds.

@@ -163,8 +163,8 @@ async fn sync() -> serde_json::Value {
     };
     let both_peak = peak_rss_kib();
     // The matching ladder a complete sync ends with, alone: its time and
-    // peak are inside the sync's, and it reads every space (issue 14,
-    // point 5), so it is shown apart from the listing and the writes.
+    // peak are inside the sync's, so it is shown apart from the listing
+    // and the writes.
     let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
     let started = Instant::now();
     cmcp_matching::refresh_proposals(&store, &Default::default())
