@@ -323,12 +323,17 @@ mod tests {
         }
     }
 
+    // In a `Jail`, as every test that reads variables: the jail's lock
+    // keeps other tests' variables (the fuzz targets set thousands) out.
     #[test]
     fn the_commented_example_config_parses() {
-        let cfg = from_file(&example_path()).unwrap();
-        assert_eq!(cfg.listen, "0.0.0.0:8080");
-        assert!(cfg.database_url.starts_with("postgres://"));
-        assert_eq!(cfg.http.per_page, 100);
+        Jail::expect_with(|_jail| {
+            let cfg = from_file(&example_path()).unwrap();
+            assert_eq!(cfg.listen, "0.0.0.0:8080");
+            assert!(cfg.database_url.starts_with("postgres://"));
+            assert_eq!(cfg.http.per_page, 100);
+            Ok(())
+        });
     }
 
     /// Every key the config has is in the example file, and each of the
@@ -537,10 +542,13 @@ mod tests {
 
     #[test]
     fn a_named_config_file_that_is_missing_is_an_error() {
-        let err = from_file(Path::new("/nonexistent/cmcp.toml"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("cannot read config file"), "{err}");
+        Jail::expect_with(|_jail| {
+            let err = from_file(Path::new("/nonexistent/cmcp.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("cannot read config file"), "{err}");
+            Ok(())
+        });
     }
 
     #[test]
