@@ -133,11 +133,19 @@ impl super::Store {
             if let Some(until) = row.paused_until.filter(|p| *p > now_ms) {
                 return Ok(BudgetGrant::WaitUntilMs(until));
             }
+            // The row is read after the miss, so another worker may have
+            // changed it in between (a probe settling a full window): what
+            // would be taken now is tried again, never waited out.
+            let open = match row.remaining {
+                Some(left) => left > reserve,
+                None => row.in_flight == 0 || row.updated_at < stale,
+            };
             match row.reset_at {
                 Some(reset) if reset + timing.rollover_margin_ms <= now_ms => {
                     self.roll_budget_over(key, reset, now_ms, stale).await?;
                     continue;
                 }
+                _ if open => continue,
                 Some(reset) if row.remaining.is_some() => {
                     return Ok(BudgetGrant::WaitUntilMs(reset));
                 }

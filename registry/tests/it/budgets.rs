@@ -10,6 +10,7 @@ both_backends!(
     a_free_answer_gives_its_reserved_unit_back,
     a_pause_holds_every_worker_back,
     connections_show_the_budget_they_spend,
+    a_probe_settling_between_a_miss_and_its_read_does_not_wait_for_the_reset,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -185,4 +186,57 @@ async fn a_free_answer_gives_its_reserved_unit_back(db: TestDb) {
     db.store.settle_budget(key, bare, T0 + 4).await.unwrap();
     let row = db.store.budget(key).await.unwrap().unwrap();
     assert_eq!((row.remaining, row.in_flight), (Some(5), 0));
+}
+
+/// A worker whose reservation misses because the probe is in flight, and
+/// then reads the row just after the probe settled a full window, must
+/// reserve again: it once waited for the window's reset (an hour on
+/// GitHub), and the fleet's first reconcile failed as rate limited. Many
+/// rounds of one probe and a few workers racing it on a fresh budget.
+async fn a_probe_settling_between_a_miss_and_its_read_does_not_wait_for_the_reset(db: TestDb) {
+    let reset = T0 + 3_600_000;
+    let poll = BudgetTiming::default().poll_ms;
+    for round in 0..150 {
+        let key = format!("github:race{round}:core");
+        assert_eq!(
+            db.store
+                .reserve_budget(&key, 1, T0, BudgetTiming::default())
+                .await
+                .unwrap(),
+            BudgetGrant::Go,
+            "the probe"
+        );
+        let mut workers = Vec::new();
+        for _ in 0..3 {
+            let store = db.store.clone();
+            let key = key.clone();
+            workers.push(tokio::spawn(async move {
+                loop {
+                    match store
+                        .reserve_budget(&key, 1, T0 + 1, BudgetTiming::default())
+                        .await
+                        .unwrap()
+                    {
+                        BudgetGrant::Go => return None,
+                        BudgetGrant::WaitUntilMs(at) if at > T0 + 1 + poll => return Some(at),
+                        BudgetGrant::WaitUntilMs(_) => tokio::task::yield_now().await,
+                    }
+                }
+            }));
+        }
+        tokio::task::yield_now().await;
+        db.store
+            .settle_budget(&key, reading(5000, reset), T0)
+            .await
+            .unwrap();
+        for w in workers {
+            let waited = w.await.unwrap();
+            assert_eq!(
+                waited,
+                None,
+                "round {round}: told to wait for the reset with 5,000 left: {:?}",
+                db.store.budget(&key).await
+            );
+        }
+    }
 }
