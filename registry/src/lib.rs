@@ -37,4 +37,4 @@ pub use store::{
     NewSuggestion, SuggestionAnswer, SuggestionFigures, SuggestionKind, SuggestionRow,
     SuggestionState,
 };
-pub use store::{PruneBefore, Pruned};
+pub use store::{PruneBefore, Pruned, SESSIONS_PER_KEY};

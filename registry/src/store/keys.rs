@@ -134,6 +134,10 @@ pub struct SessionRow {
     pub expires_at: i64,
 }
 
+/// Live sessions one key may hold (browsers, devices); starting one more
+/// ends the oldest.
+pub const SESSIONS_PER_KEY: i64 = 20;
+
 const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revoked_at, person";
 
 impl Store {
@@ -221,6 +225,8 @@ impl Store {
         }))
     }
 
+    /// Starts a session of `key_id`, ending expired ones, and the key's
+    /// oldest past [`SESSIONS_PER_KEY`].
     pub async fn create_session(
         &self,
         id_hash: &str,
@@ -229,13 +235,22 @@ impl Store {
         ttl_ms: i64,
     ) -> Result<()> {
         let now = now_ms();
-        on_pool!(self, pool => {
-            sqlx::query("DELETE FROM admin_sessions WHERE expires_at < $1").bind(now).execute(pool).await?;
+        in_tx!(self, tx => {
+            sqlx::query("DELETE FROM admin_sessions WHERE expires_at < $1").bind(now).execute(&mut *tx).await?;
             sqlx::query(
                 "INSERT INTO admin_sessions (id_hash, key_id, csrf_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(id_hash).bind(key_id).bind(csrf_hash).bind(now).bind(now + ttl_ms)
-            .execute(pool).await?;
+            .execute(&mut *tx).await?;
+            // Past the cap, the key's oldest sessions end: a key signing in
+            // in a loop cannot fill the table.
+            sqlx::query(
+                "DELETE FROM admin_sessions WHERE key_id = $1 AND id_hash NOT IN \
+                 (SELECT id_hash FROM admin_sessions WHERE key_id = $1 \
+                  ORDER BY created_at DESC, id_hash DESC LIMIT $2)",
+            )
+            .bind(key_id).bind(SESSIONS_PER_KEY)
+            .execute(&mut *tx).await?;
         });
         Ok(())
     }

@@ -58,7 +58,7 @@ pub use drive_channels::{DriveChannelRow, NewDriveChannel};
 pub use holds::{HoldRow, MissingPreview};
 pub use http_cache::CachedPageRow;
 pub use key_cache::KeyCache;
-pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SessionRow};
+pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SESSIONS_PER_KEY, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
 pub use matching::{DirtyRow, MatchBacklog, SharingRow};
 pub use people::Unlinked;

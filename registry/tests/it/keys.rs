@@ -3,7 +3,7 @@
 
 use cmcp_domain::{ConnectionStatus, Owner};
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{NewApiKey, Power, Powers, RegistryError, Role};
+use cmcp_registry::{NewApiKey, Power, Powers, RegistryError, Role, SESSIONS_PER_KEY};
 
 use crate::support::add_connection;
 
@@ -11,6 +11,7 @@ both_backends!(
     keys_are_checked_found_by_hash_and_revoked,
     a_session_lives_until_it_expires_or_its_key_is_revoked,
     connection_switch_is_audited_with_its_reason,
+    a_key_keeps_only_its_newest_sessions,
 );
 
 async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
@@ -144,4 +145,47 @@ async fn connection_switch_is_audited_with_its_reason(db: TestDb) {
         audit[0].after,
         Some(serde_json::json!({"status": "disabled"}))
     );
+}
+
+/// A key signing in over and over keeps at most `SESSIONS_PER_KEY` live
+/// sessions, the newest; another key's are untouched.
+async fn a_key_keeps_only_its_newest_sessions(db: TestDb) {
+    let s = &db.store;
+    for id in ["k1", "k2"] {
+        s.create_api_key(
+            &NewApiKey {
+                id,
+                name: id,
+                key_hash: &format!("hash-{id}"),
+                role: Role::Admin,
+                powers: &Powers::default(),
+                person: None,
+            },
+            "cli",
+        )
+        .await
+        .unwrap();
+    }
+    s.create_session("other", "k2", "csrf", 60_000)
+        .await
+        .unwrap();
+    let n = SESSIONS_PER_KEY + 5;
+    for i in 0..n {
+        s.create_session(&format!("sess-{i:03}"), "k1", "csrf", 60_000)
+            .await
+            .unwrap();
+    }
+    let mut live = Vec::new();
+    for i in 0..n {
+        if s.session_by_hash(&format!("sess-{i:03}"))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            live.push(i);
+        }
+    }
+    let newest: Vec<i64> = (n - SESSIONS_PER_KEY..n).collect();
+    assert_eq!(live, newest, "the oldest five ended");
+    assert!(s.session_by_hash("other").await.unwrap().is_some());
 }

@@ -143,6 +143,11 @@ const SEEDS: &[(i64, &str)] = &[
            VALUES ('key_3', 'old', 'hash-3', 'service', '', 1000, 'cli', NULL, NULL);
          UPDATE api_keys SET revoked_at = 6000 WHERE id = 'key_3'",
     ),
+    (
+        20261202060000,
+        "INSERT INTO admin_sessions (id_hash, key_id, csrf_hash, created_at, expires_at) \
+           VALUES ('sess-1', 'key_3', 'csrf-1', 7000, 8000)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
