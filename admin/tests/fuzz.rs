@@ -28,7 +28,8 @@ use tower::ServiceExt;
 #[allow(dead_code)]
 mod support;
 
-/// A store with proposals, an ADMIN's key and session, and the router.
+/// A store with proposals, an ADMIN's session and another ADMIN key to
+/// sign in with, and the router.
 struct Fixture {
     rt: tokio::runtime::Runtime,
     app: Router,
@@ -83,10 +84,15 @@ fn new_fixture() -> Fixture {
                 .map(|p| p.id)
                 .collect();
             let powers = ["mappings".to_owned(), "connections".to_owned()];
-            let (row, key) = create_key(store, "fuzz", "admin", &powers, "fuzz")
+            let (row, _) = create_key(store, "fuzz", "admin", &powers, "fuzz")
                 .await
                 .unwrap();
             let sid = cmcp_admin::session::start(store, &row.id).await.unwrap();
+            // The sign-in form carries another key: its sessions, capped
+            // per key, never end the one every other form is sent with.
+            let (_, key) = create_key(store, "fuzz-sign-in", "admin", &powers, "fuzz")
+                .await
+                .unwrap();
             (db, key, sid, proposals)
         });
         let app = cmcp_admin::router(AdminState::new(db.store.clone()));
@@ -438,11 +444,14 @@ fn any_cookie_and_origin_headers_are_refused_clearly() {
 }
 
 /// The forms the mutations start from are the screen's own and work as
-/// they are, so the mutations reach past the session and CSRF checks.
+/// they are, so the mutations reach past the session and CSRF checks, also
+/// after more sign-ins than a key keeps sessions (the fuzzed sign-in form
+/// must not end the session the other forms are sent with).
 #[test]
 fn the_real_forms_work_before_they_are_mutated() {
     let fx = own_fixture();
-    for which in 0..4u8 {
+    let sign_ins = usize::try_from(cmcp_registry::SESSIONS_PER_KEY).unwrap() + 5;
+    for which in std::iter::repeat_n(0u8, sign_ins).chain(0..4u8) {
         let (post, pairs) = real_form(fx, which, usize::from(which));
         let ask = Ask {
             post: Some(post),
@@ -455,6 +464,17 @@ fn the_real_forms_work_before_they_are_mutated() {
         let (status, text) = answer_on(fx, &ask).unwrap();
         assert_eq!(status, StatusCode::SEE_OTHER, "{post} {which}: {text}");
     }
+    let screen = Ask {
+        post: None,
+        query: Vec::new(),
+        body: Vec::new(),
+        signed_in: true,
+        cookie: None,
+        origin: None,
+    };
+    let (status, text) = answer_on(fx, &screen).unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("Sign out"), "still signed in: {text}");
 }
 
 /// Found by `admin_forms_mutated`: a `back` field with a control character
