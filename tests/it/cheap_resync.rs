@@ -3,11 +3,15 @@
 //! for them so the listing stays complete, and nothing in the registry is
 //! written.
 
+use cmcp_domain::Owner;
 use cmcp_domain::{RunOutcome, RunTrigger};
-use cmcp_fixtures::{GithubSimConfig, RateLimitConfig};
-use cmcp_registry::Store;
+use cmcp_fixtures::{GithubSim, GithubSimConfig, RateLimitConfig};
 use cmcp_registry::testing::TestDb;
-use cmcp_tests::{CONNECTION, Harness, assert_registry_matches, fast_http};
+use cmcp_registry::{PruneBefore, Store};
+use cmcp_tests::{
+    CONNECTION, Harness, TOKEN, add_connection_with, assert_registry_matches, fast_http, init_tls,
+    sync_context,
+};
 use cmcp_worker::{SyncOutcome, run_sync};
 
 /// Every row a sync could write (spaces, aliases, the connection and the
@@ -112,6 +116,7 @@ pub async fn unchanged_10000_repo_org_resyncs_with_304s_and_no_writes(db: TestDb
 both_backends!(
     unchanged_10000_repo_org_resyncs_with_304s_and_no_writes,
     not_modified_pages_are_free_in_the_local_and_shared_budget,
+    cached_answers_still_in_use_outlive_the_page_cache_retention,
 );
 
 /// A 304 costs nothing upstream, so it costs nothing here either: an
@@ -179,4 +184,88 @@ fn finished(r: SyncOutcome) -> (RunOutcome, cmcp_domain::RunFigures, Option<Stri
             done.error().map(str::to_owned),
         ),
     }
+}
+
+/// Moves every cached answer `days` back in time.
+async fn age_page_cache(store: &Store, days: i64) {
+    let sql = "UPDATE http_cache SET fetched_at = fetched_at - $1";
+    let by = days * 86_400_000;
+    match store {
+        Store::Sqlite(pool) => sqlx::query(sql).bind(by).execute(pool).await.map(drop),
+        Store::Postgres(pool) => sqlx::query(sql).bind(by).execute(pool).await.map(drop),
+    }
+    .expect("age the page cache");
+}
+
+/// A listing page answered `304` every night and a dormant repository's
+/// root commit are never rewritten, yet retention prunes cached answers a
+/// week after they were written. Those in use are touched (once a day at
+/// most), so after eight days of unchanged re-syncs a prune keeps them and
+/// the next re-sync is still all `304`s, with no root commit read again.
+pub async fn cached_answers_still_in_use_outlive_the_page_cache_retention(db: TestDb) {
+    init_tls();
+    // Pruning also ends finished jobs: the queue's tables must exist.
+    cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 250,
+        token: Some(TOKEN.to_owned()),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .expect("simulator");
+    add_connection_with(
+        &db.store,
+        CONNECTION,
+        &sim.base_url(),
+        Owner::Company,
+        serde_json::json!({ "first_commits": true }),
+    )
+    .await;
+    let ctx = sync_context(&db.store, fast_http());
+    let sync = || async { finished(run_sync(&ctx, CONNECTION, RunTrigger::Test).await.unwrap()) };
+    let (outcome, first, error) = sync().await;
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    let cached = registry_rows(&db.store)
+        .await
+        .into_iter()
+        .filter(|r| r.starts_with("cache "))
+        .count();
+    assert!(
+        cached > usize::try_from(first.pages).unwrap(),
+        "pages and root commits are cached: {cached}"
+    );
+
+    // Eight nightly re-syncs of an unchanged org, squeezed: each touched
+    // answer is a day older by the next.
+    let mut steady = None;
+    for _ in 0..8 {
+        age_page_cache(&db.store, 1).await;
+        let (outcome, figures, error) = sync().await;
+        assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+        assert_eq!(figures.not_modified, first.pages, "{figures:?}");
+        assert!(figures.requests < first.requests, "{figures:?}");
+        steady = Some(figures.requests);
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    let pruned = db
+        .store
+        .prune(&PruneBefore {
+            delivery_bodies: 0,
+            deliveries: 0,
+            runs: 0,
+            finished_jobs: 0,
+            page_cache: now - 7 * 86_400_000,
+            changes: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!(pruned.page_cache_rows, 0, "answers in use were pruned");
+    sim.reset_stats();
+    let (outcome, figures, error) = sync().await;
+    assert_eq!(outcome, RunOutcome::Complete, "{error:?}");
+    assert_eq!(figures.not_modified, first.pages, "{figures:?}");
+    // As many requests as any unchanged re-sync: no root commit asked
+    // for again.
+    assert_eq!(Some(figures.requests), steady, "{figures:?}");
+    assert_eq!(sim.stats().requests, figures.requests);
 }

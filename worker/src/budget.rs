@@ -147,6 +147,7 @@ impl PageCache for StorePageCache {
                 etag: r.etag,
                 body: r.body,
                 link: r.link,
+                fetched_at: Utc.timestamp_millis_opt(r.fetched_at).single(),
             }),
             Err(e) => {
                 warn!(connection_id = %self.connection_id, error = %e, "could not read the page cache");
@@ -168,6 +169,17 @@ impl PageCache for StorePageCache {
             .await
         {
             warn!(connection_id = %self.connection_id, error = %e, "could not write the page cache");
+        }
+    }
+
+    async fn touch(&self, url: &str) {
+        let now = Utc::now().timestamp_millis();
+        if let Err(e) = self
+            .store
+            .touch_cached_page(&self.connection_id, url, now)
+            .await
+        {
+            warn!(connection_id = %self.connection_id, error = %e, "could not touch the page cache");
         }
     }
 }

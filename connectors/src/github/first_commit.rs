@@ -110,6 +110,11 @@ impl GithubConnector {
             && k.default_branch == key.default_branch
             && k.pushed_at == key.pushed_at
         {
+            if let (Some(cache), Some(c)) = (&self.cache, &cached)
+                && c.wants_touch(chrono::Utc::now())
+            {
+                cache.touch(&cache_key).await;
+            }
             return k.sha.clone();
         }
         let kept = known.as_ref().and_then(|k| k.sha.clone());
@@ -128,6 +133,7 @@ impl GithubConnector {
                         etag: etag.unwrap_or_default(),
                         body: serde_json::to_string(&body).unwrap_or_default(),
                         link: last.map(|u| u.to_string()),
+                        fetched_at: None,
                     };
                     cache.put(&cache_key, &page).await;
                 }

@@ -510,6 +510,7 @@ impl GithubConnector {
                         etag,
                         body: compact(&fetched.value),
                         link,
+                        fetched_at: None,
                     };
                     cache.put(&key, &page).await;
                 }
@@ -522,6 +523,11 @@ impl GithubConnector {
                 },
                 Some(cached),
             ) => {
+                if let Some(cache) = &self.cache
+                    && cached.wants_touch(chrono::Utc::now())
+                {
+                    cache.touch(&key).await;
+                }
                 let items = match serde_json::from_str::<Vec<serde_json::Value>>(&cached.body) {
                     Ok(items) => items,
                     Err(e) => {

@@ -56,6 +56,25 @@ impl super::Store {
         Ok(n > 0)
     }
 
+    /// Notes at `now_ms` that a cached page is still current (it stood in
+    /// for a request), so retention keeps it. Returns whether it was there.
+    pub async fn touch_cached_page(
+        &self,
+        connection_id: &str,
+        url: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE http_cache SET fetched_at = $3 \
+                 WHERE connection_id = $1 AND url = $2 AND fetched_at < $3",
+            )
+            .bind(connection_id).bind(url).bind(now_ms)
+            .execute(pool).await?.rows_affected()
+        });
+        Ok(n > 0)
+    }
+
     /// Drops a connection's cached pages (the next sync reads in full).
     pub async fn forget_cached_pages(&self, connection_id: &str) -> Result<u64> {
         Ok(on_pool!(self, pool => {
