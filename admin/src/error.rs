@@ -20,9 +20,16 @@ pub enum AdminError {
     /// cursor older than the feed keeps).
     #[error("{0}")]
     Gone(String),
+    /// The store could not be reached or had no free connection in time:
+    /// the same call may well succeed shortly (`503` with `Retry-After`).
+    #[error("the registry is busy or unreachable; try again shortly")]
+    Unavailable(String),
     #[error("internal error")]
     Internal(String),
 }
+
+/// Seconds a caller is asked to wait after a `503`.
+pub const RETRY_AFTER_SECS: u32 = 1;
 
 impl From<RegistryError> for AdminError {
     fn from(e: RegistryError) -> Self {
@@ -33,6 +40,7 @@ impl From<RegistryError> for AdminError {
             RegistryError::AlreadyExists { what } => {
                 AdminError::BadRequest(format!("{what} already exists"))
             }
+            busy if busy.is_transient() => AdminError::Unavailable(busy.to_string()),
             other => AdminError::Internal(other.to_string()),
         }
     }
@@ -55,6 +63,27 @@ impl From<cmcp_matching::MatchingError> for AdminError {
 }
 
 impl AdminError {
+    /// Logs what the answer does not say (the details of a 500 or a 503).
+    pub(crate) fn log(&self) {
+        match self {
+            AdminError::Internal(detail) => tracing::error!(%detail, "admin request failed"),
+            AdminError::Unavailable(detail) => {
+                tracing::warn!(%detail, "admin request refused: the registry is busy or unreachable");
+            }
+            _ => {}
+        }
+    }
+
+    /// A `503` tells when to try again.
+    pub(crate) fn add_retry_after(&self, resp: &mut Response) {
+        if matches!(self, AdminError::Unavailable(_)) {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -62,6 +91,7 @@ impl AdminError {
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::Gone(_) => StatusCode::GONE,
+            AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -69,9 +99,7 @@ impl AdminError {
 
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
-        if let AdminError::Internal(detail) = &self {
-            tracing::error!(%detail, "admin request failed");
-        }
+        self.log();
         let status = self.status();
         let mut resp = (
             status,
@@ -84,6 +112,7 @@ impl IntoResponse for AdminError {
                 axum::http::HeaderValue::from_static("Bearer"),
             );
         }
+        self.add_retry_after(&mut resp);
         resp
     }
 }

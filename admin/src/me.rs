@@ -41,6 +41,7 @@ pub fn router(state: AdminState) -> Router {
 }
 
 fn html_error(e: AdminError) -> Response {
+    e.log();
     let status = e.status();
     let body = layout(
         TITLE,
@@ -50,7 +51,9 @@ fn html_error(e: AdminError) -> Response {
             p { a href="/me" { "Back" } }
         },
     );
-    (status, body).into_response()
+    let mut resp = (status, body).into_response();
+    e.add_retry_after(&mut resp);
+    resp
 }
 
 fn sign_in_page(message: Option<&str>) -> Markup {

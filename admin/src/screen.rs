@@ -83,6 +83,7 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
 }
 
 fn html_error(e: AdminError) -> Response {
+    e.log();
     let status = e.status();
     let body = layout(
         "cmcp-discovery admin",
@@ -92,7 +93,9 @@ fn html_error(e: AdminError) -> Response {
             p { a href="/admin" { "Back" } }
         },
     );
-    (status, body).into_response()
+    let mut resp = (status, body).into_response();
+    e.add_retry_after(&mut resp);
+    resp
 }
 
 pub(crate) fn redirect(to: &str) -> Response {

@@ -2,7 +2,8 @@
 //! [`crate::error`]). Routes list their error statuses with a description
 //! only; this gives each of them that one documented body, so the shape is
 //! in the OpenAPI document for every route, old and new. Any route can fail
-//! inside (the store unreachable): each gets a documented 500 too.
+//! inside: each gets a documented 500, and a 503 (with `Retry-After`) for a
+//! store that is unreachable or has no free connection in time.
 
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::path::Operation;
@@ -26,7 +27,7 @@ fn operations(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
 }
 
 /// Attach the error body to every 4xx and 5xx answer that has none, and a
-/// 500 to every route.
+/// 500 and a 503 to every route.
 pub fn document_errors(doc: &mut OpenApi) {
     let name = ErrorBody::name().to_string();
     doc.components
@@ -44,6 +45,17 @@ pub fn document_errors(doc: &mut OpenApi) {
             .or_insert_with(|| {
                 ResponseBuilder::new()
                     .description("Internal error; the details are logged, never answered")
+                    .into()
+            });
+        op.responses
+            .responses
+            .entry("503".to_owned())
+            .or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description(
+                        "The registry is busy (no free connection in time) or unreachable; \
+                         try again after `Retry-After` seconds",
+                    )
                     .into()
             });
         for (status, response) in op.responses.responses.iter_mut() {

@@ -22,6 +22,7 @@ both_backends!(
     the_feed_over_http_gives_every_change_once,
     answers_match_the_openapi_document,
     a_cached_key_is_forgotten_when_any_process_revokes_it,
+    a_registry_with_no_free_connection_answers_503_with_retry_after,
 );
 
 const ALICE_REMOTE: &str = "git@bitbucket.org:alice/notes.git";
@@ -600,4 +601,52 @@ async fn a_cached_key_is_forgotten_when_any_process_revokes_it(db: TestDb) {
     }
     let (status, _) = get(&srv, path, Some(&secret), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// A store whose every connection is taken answers `503` with
+/// `Retry-After` (documented for every route), not a `500`: the same call
+/// works once a connection is free again.
+async fn a_registry_with_no_free_connection_answers_503_with_retry_after(db: TestDb) {
+    seed(&db.store).await;
+    let service = key(&db.store, "service").await;
+    let small = cmcp_registry::StoreOptions {
+        max_connections: 2,
+        connect_timeout: std::time::Duration::from_secs(1),
+        ..cmcp_registry::StoreOptions::default()
+    };
+    let store = Store::connect(&db.url, &small).await.unwrap();
+    let srv = serve_with(cmcp_admin::AdminState::new(store.clone())).await;
+    let path = format!("/v1/spaces/resolve?fingerprint={}", enc("PAY"));
+    macro_rules! hold_all {
+        ($pool:expr) => {{
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                held.push($pool.acquire().await.unwrap());
+            }
+            let resp = srv
+                .http
+                .get(format!("{}{path}", srv.base))
+                .bearer_auth(&service)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            let retry = resp.headers().get("retry-after").cloned();
+            let body: Value = resp.json().await.unwrap();
+            drop(held);
+            (status, retry, body)
+        }};
+    }
+    let (status, retry, body) = match &store {
+        Store::Sqlite(pool) => hold_all!(pool),
+        Store::Postgres(pool) => hold_all!(pool),
+    };
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(retry.as_ref().and_then(|v| v.to_str().ok()), Some("1"));
+    assert!(
+        body["error"].as_str().unwrap().contains("try again"),
+        "{body}"
+    );
+    let (status, body) = get(&srv, &path, Some(&service), None).await;
+    assert_eq!(status, StatusCode::OK, "works again: {body}");
 }

@@ -315,15 +315,36 @@ pub async fn every_documented_answer_is_given_and_fits(db: TestDb) {
         let (status, body) = send(&srv, c).await;
         assert_eq!(status, c.want, "{} {}: {body}", c.method, c.path);
     }
-    db.store.close().await;
+    // A store that fails inside (the keys' table is gone): a 500 that
+    // says nothing of why.
+    let rename = "ALTER TABLE api_keys RENAME TO api_keys_gone";
+    match &db.store {
+        Store::Sqlite(pool) => sqlx::query(rename).execute(pool).await.map(drop),
+        Store::Postgres(pool) => sqlx::query(rename).execute(pool).await.map(drop),
+    }
+    .unwrap();
     for (method, template) in &routes {
         let c = call(method.parse().unwrap(), concrete(template), a, 500);
         let (status, body) = send(&srv, &c).await;
         assert_eq!(
             status, 500,
-            "{method} {template} with the store closed: {body}"
+            "{method} {template} with the keys' table gone: {body}"
         );
         assert_eq!(body, json!({"error": "internal error"}));
+    }
+    // A store that cannot be reached (its pool closed): a 503, try again.
+    db.store.close().await;
+    for (method, template) in &routes {
+        let c = call(method.parse().unwrap(), concrete(template), a, 503);
+        let (status, body) = send(&srv, &c).await;
+        assert_eq!(
+            status, 503,
+            "{method} {template} with the store closed: {body}"
+        );
+        assert_eq!(
+            body,
+            json!({"error": "the registry is busy or unreachable; try again shortly"})
+        );
     }
     let seen = contract.seen();
     let mut missing = BTreeSet::new();
