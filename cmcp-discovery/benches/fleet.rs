@@ -205,8 +205,26 @@ async fn lags(store: &Store, from: i64, to: i64) -> Vec<Duration> {
          AND processed_at IS NULL"
     );
     let deadline = Instant::now() + Duration::from_secs(300);
-    while one_i64(store, &pending).await > 0 {
-        assert!(Instant::now() < deadline, "deliveries left unprocessed");
+    loop {
+        let left = one_i64(store, &pending).await;
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            let sql = format!(
+                "SELECT status || ' ' || COALESCE(error, '') || ' (attempts ' || attempts || ')' \
+                 FROM webhook_deliveries WHERE received_at >= {from} AND received_at < {to} \
+                 AND processed_at IS NULL LIMIT 5"
+            );
+            let rows: Vec<(String,)> = match store {
+                Store::Postgres(pool) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(pool)
+                    .await
+                    .unwrap(),
+                Store::Sqlite(_) => unreachable!("a fleet runs on PostgreSQL"),
+            };
+            panic!("{left} deliveries left unprocessed, for example: {rows:?}");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let sql = format!(
@@ -417,12 +435,18 @@ async fn main() {
 
     let mut durations = Vec::new();
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for id in &ids {
         for r in db.store.list_runs(Some(id), 1_000).await.unwrap() {
             if r.started_at < loaded_from || r.triggered_by != RunTrigger::Test {
                 continue;
             }
             *outcomes.entry(format!("{:?}", r.outcome)).or_default() += 1;
+            if let Some(e) = &r.error {
+                // The error without its times and numbers.
+                let shape: String = e.chars().filter(|c| !c.is_ascii_digit()).collect();
+                *errors.entry(shape).or_default() += 1;
+            }
             if let Some(f) = r.finished_at {
                 durations.push(Duration::from_millis((f - r.started_at).max(0) as u64));
             }
@@ -461,6 +485,9 @@ async fn main() {
         pct(&durations, 0.5),
         pct(&durations, 0.99)
     );
+    for (e, n) in &errors {
+        println!("  workers   {n} runs ended with: {e}");
+    }
     let allowed = k.limit as f64 / k.window as f64;
     // A run of `elapsed` seconds touches at most this many windows.
     let windows = (elapsed / k.window as f64).ceil() + 1.0;
@@ -484,6 +511,29 @@ async fn main() {
         "  budget    shared budget exceeded: {}",
         if exceeded { "YES" } else { "never" }
     );
+    // What the processes complained of, counted by message.
+    for name in ["gateway", "worker-a", "worker-b"] {
+        let log =
+            std::fs::read_to_string(dir.path().join(format!("{name}.log"))).unwrap_or_default();
+        let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+        for line in log
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        {
+            let shape: String = line
+                .split_once("WARN")
+                .or_else(|| line.split_once("ERROR"))
+                .map_or(line, |(_, rest)| rest)
+                .chars()
+                .filter(|c| !c.is_ascii_digit())
+                .take(160)
+                .collect();
+            *seen.entry(shape).or_default() += 1;
+        }
+        for (shape, n) in seen {
+            println!("  log       {name}: {n} x{shape}");
+        }
+    }
     assert!(!exceeded, "the fleet went over a token's budget");
     assert_eq!(
         (alone_failed, loaded_failed),

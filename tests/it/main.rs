@@ -30,3 +30,4 @@ mod suggestions;
 mod sync;
 mod upstream_abuse;
 mod webhooks;
+mod worker_restart;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::{Result, WorkerError};
 use crate::jobs::handle_delivery::{self, HandleDelivery};
@@ -41,6 +41,28 @@ fn uuid_like() -> String {
 }
 
 /// Run the workers until `shutdown` resolves.
+/// A queue worker whose backend failed (its poll could not get a database
+/// connection in time, the database went away) is started again, under a
+/// new name: apalis refuses a name whose last heartbeat is recent, and the
+/// jobs the old one held come back as orphans once that heartbeat lapses.
+/// Without this a single failed poll stopped the queue for the rest of the
+/// process's life while the process itself looked healthy.
+fn restart_on_error(
+    worker: &apalis::prelude::WorkerContext,
+    error: &apalis::prelude::WorkerError,
+) -> bool {
+    warn!(worker = %worker.name(), restarts = worker.restarts(), %error, "a queue worker stopped on an error; starting it again");
+    true
+}
+
+/// The name of a queue worker after `restarts` restarts.
+fn restart_name(name: &str, restarts: usize) -> String {
+    match restarts {
+        0 => name.to_owned(),
+        n => format!("{name}-restart-{n}"),
+    }
+}
+
 pub async fn run_workers<F>(state: Arc<WorkerState>, opts: WorkerOptions, shutdown: F) -> Result<()>
 where
     F: Future<Output = ()> + Send + 'static,
@@ -83,8 +105,9 @@ where
         (Backend::Sqlite(storage), Backend::Sqlite(deliveries)) => {
             let (storage, deliveries) = (storage.clone(), deliveries.clone());
             let monitor = Monitor::new()
-                .register(move |_| {
-                    WorkerBuilder::new(opts.name.clone())
+                .should_restart(restart_on_error)
+                .register(move |restarts| {
+                    WorkerBuilder::new(restart_name(&opts.name, restarts))
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
                         // A job that panics fails with the panic as its
                         // error; the worker and its process go on.
@@ -95,8 +118,8 @@ where
                         .data(cfg.clone())
                         .build(sync_connection::handle)
                 })
-                .register(move |_| {
-                    WorkerBuilder::new(deliveries_name.clone())
+                .register(move |restarts| {
+                    WorkerBuilder::new(restart_name(&deliveries_name, restarts))
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
                         .catch_panic()
                         .concurrency(d_cfg.concurrency)
@@ -107,8 +130,8 @@ where
             match (upkeep, scheduled_q.backend()) {
                 (Some(upkeep), Backend::Sqlite(scheduled)) => {
                     let scheduled = scheduled.clone();
-                    monitor.register(move |_| {
-                        WorkerBuilder::new(scheduled_name.clone())
+                    monitor.register(move |restarts| {
+                        WorkerBuilder::new(restart_name(&scheduled_name, restarts))
                             .backend(scheduled.clone().poll_with_interval(s_cfg.poll_interval))
                             .data(s_ctx.clone())
                             .data(upkeep.clone())
@@ -121,8 +144,9 @@ where
         (Backend::Postgres(storage), Backend::Postgres(deliveries)) => {
             let (storage, deliveries) = (storage.clone(), deliveries.clone());
             let monitor = Monitor::new()
-                .register(move |_| {
-                    WorkerBuilder::new(opts.name.clone())
+                .should_restart(restart_on_error)
+                .register(move |restarts| {
+                    WorkerBuilder::new(restart_name(&opts.name, restarts))
                         .backend(storage.clone().poll_with_interval(cfg.poll_interval))
                         // A job that panics fails with the panic as its
                         // error; the worker and its process go on.
@@ -133,8 +157,8 @@ where
                         .data(cfg.clone())
                         .build(sync_connection::handle)
                 })
-                .register(move |_| {
-                    WorkerBuilder::new(deliveries_name.clone())
+                .register(move |restarts| {
+                    WorkerBuilder::new(restart_name(&deliveries_name, restarts))
                         .backend(deliveries.clone().poll_with_interval(d_cfg.poll_interval))
                         .catch_panic()
                         .concurrency(d_cfg.concurrency)
@@ -145,8 +169,8 @@ where
             match (upkeep, scheduled_q.backend()) {
                 (Some(upkeep), Backend::Postgres(scheduled)) => {
                     let scheduled = scheduled.clone();
-                    monitor.register(move |_| {
-                        WorkerBuilder::new(scheduled_name.clone())
+                    monitor.register(move |restarts| {
+                        WorkerBuilder::new(restart_name(&scheduled_name, restarts))
                             .backend(scheduled.clone().poll_with_interval(s_cfg.poll_interval))
                             .data(s_ctx.clone())
                             .data(upkeep.clone())
