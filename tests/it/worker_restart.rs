@@ -1,7 +1,9 @@
 //! A queue worker whose poll fails (no database connection free in time)
 //! is started again: the fleet bench found both queue workers of a process
 //! stopped for good by one `PoolTimedOut` under load, while the process
-//! went on looking healthy. On SQLite and PostgreSQL.
+//! went on looking healthy. And a run whose work stops on a store error
+//! ends failed with that error, not left running for the next holder to
+//! close as "abandoned". On SQLite and PostgreSQL.
 
 use std::time::Duration;
 
@@ -12,7 +14,64 @@ use cmcp_registry::{Store, StoreOptions};
 use cmcp_tests::{CONNECTION, Harness, eventually_within, fast_http, start_worker, sync_context};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection};
 
-both_backends!(a_worker_whose_poll_timed_out_goes_on_taking_jobs,);
+both_backends!(
+    a_worker_whose_poll_timed_out_goes_on_taking_jobs,
+    a_run_stopped_by_a_store_error_ends_failed_with_it,
+);
+
+pub async fn a_run_stopped_by_a_store_error_ends_failed_with_it(db: TestDb) {
+    let h = Harness::start(
+        db,
+        GithubSimConfig {
+            repos: 5,
+            ..GithubSimConfig::default()
+        },
+        fast_http(),
+    )
+    .await;
+    // Every write of the listing's records fails inside the store.
+    let rename = |from: &str, to: &str| format!("ALTER TABLE {from} RENAME TO {to}");
+    let store = h.store().clone();
+    let exec = |sql: String| {
+        let store = store.clone();
+        async move {
+            match &store {
+                Store::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(pool)
+                    .await
+                    .map(drop),
+                Store::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(pool)
+                    .await
+                    .map(drop),
+            }
+            .unwrap();
+        }
+    };
+    exec(rename("aliases", "aliases_gone")).await;
+    let result = cmcp_worker::run_sync(&h.ctx, CONNECTION, RunTrigger::Test).await;
+    exec(rename("aliases_gone", "aliases")).await;
+    let runs = h.store().list_runs(Some(CONNECTION), 5).await.unwrap();
+    let run = runs.first().expect("a run was recorded");
+    match &result {
+        Err(e) => {
+            assert_eq!(run.outcome, RunOutcome::Failed, "{run:?}");
+            assert_eq!(
+                run.error.as_deref(),
+                Some(e.to_string().as_str()),
+                "{run:?}"
+            );
+        }
+        // A store error the run could record itself is as good.
+        Ok(done) => assert_eq!(done.run_outcome(), Some(RunOutcome::Failed), "{done:?}"),
+    }
+    assert!(run.finished_at.is_some(), "{run:?}");
+    // The next run is not told to close an abandoned one, and completes.
+    let next = cmcp_worker::run_sync(&h.ctx, CONNECTION, RunTrigger::Test)
+        .await
+        .unwrap();
+    assert_eq!(next.run_outcome(), Some(RunOutcome::Complete), "{next:?}");
+}
 
 pub async fn a_worker_whose_poll_timed_out_goes_on_taking_jobs(db: TestDb) {
     cmcp_worker::queue::setup(&db.store).await.unwrap();

@@ -247,7 +247,7 @@ async fn sync_under_lease(
     run_id: Option<&str>,
     lost: &AtomicBool,
 ) -> Result<SyncOutcome> {
-    let mut run = Run {
+    let run = Run {
         id: ctx
             .store
             .start_run_as(run_id, &connection.id, trigger, &ctx.holder)
@@ -255,6 +255,27 @@ async fn sync_under_lease(
         started: Instant::now(),
         figures: RunFigures::default(),
     };
+    let id = run.id.clone();
+    let result = run_under_lease(ctx, connection, trigger, run, lost).await;
+    if let Err(e) = &result {
+        // The run ends with what stopped it (the store, a write): left
+        // running, the next holder would close it as abandoned by a
+        // stopped worker, which is not what happened.
+        if let Err(fe) = ctx.store.fail_open_run(&id, &e.to_string()).await {
+            warn!(run_id = %id, error = %fe, "could not record the run's failure; it will be closed as abandoned");
+        }
+    }
+    result
+}
+
+/// The work of one run, from its start to its recorded end.
+async fn run_under_lease(
+    ctx: &SyncContext,
+    connection: &ConnectionRow,
+    trigger: RunTrigger,
+    mut run: Run,
+    lost: &AtomicBool,
+) -> Result<SyncOutcome> {
     let progress = Progress::start(&ctx.store, &run.id, PROGRESS_EVERY);
     let connector = match connect(ctx, connection).await? {
         Ok(c) => c,

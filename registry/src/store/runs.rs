@@ -166,6 +166,22 @@ impl Store {
         Ok(())
     }
 
+    /// Ends a run still `running` as failed with `error`, keeping the
+    /// figures its progress last wrote (a run whose work stopped on an
+    /// error before it could record its end). Returns whether it was open.
+    pub async fn fail_open_run(&self, id: &str, error: &str) -> Result<bool> {
+        let now = now_ms();
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE sync_runs SET outcome = 'failed', finished_at = $1, error = $2 \
+                 WHERE id = $3 AND outcome = 'running'",
+            )
+            .bind(now).bind(error).bind(id)
+            .execute(pool).await?.rows_affected()
+        });
+        Ok(n > 0)
+    }
+
     /// The figures of a run still going, so its progress can be read
     /// before it ends. A run already finished is left as it is: a late
     /// progress write never overwrites its final figures.
