@@ -10,7 +10,8 @@
 //! budgets apart, cannot be reversed into a high-entropy token, and the
 //! token itself never reaches the database.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, TimeZone, Utc};
 use cmcp_connectors::common::budget::{Admission, BudgetUnavailable, Observation, SharedBudget};
@@ -55,6 +56,25 @@ fn url_origin(base_url: &str) -> String {
         .to_owned()
 }
 
+/// This process's turn at one budget's row. Every request of a
+/// credential reserves and settles on the same row, so under load the
+/// statements queue on its row lock, each holding a pool connection while
+/// it waits: with twenty connections over two tokens that took every
+/// connection of the pool, and syncs, deliveries and the queue's own polls
+/// timed out (the fleet bench). Taking turns here first, at most one
+/// connection of this process waits on a row; the others wait without one.
+/// The row lock still orders the processes of a fleet.
+fn row_turn(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    type Turns = std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+    // One entry per credential and resource the process has used.
+    static TURNS: OnceLock<Turns> = OnceLock::new();
+    let mut turns = TURNS
+        .get_or_init(Turns::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    turns.entry(key.to_owned()).or_default().clone()
+}
+
 /// The fleet's budgets, kept in the store.
 #[derive(Debug, Clone)]
 pub struct StoreBudget {
@@ -85,6 +105,8 @@ fn at_ms(ms: i64) -> DateTime<Utc> {
 #[async_trait::async_trait]
 impl SharedBudget for StoreBudget {
     async fn reserve(&self, key: &str, reserve: u32) -> Result<Admission, BudgetUnavailable> {
+        let turn = row_turn(key);
+        let _turn = turn.lock().await;
         let now = Utc::now().timestamp_millis();
         match self
             .store
@@ -111,6 +133,8 @@ impl SharedBudget for StoreBudget {
         if let Some(remaining) = s.remaining {
             crate::metrics::budget_remaining(key, remaining);
         }
+        let turn = row_turn(key);
+        let _turn = turn.lock().await;
         if let Err(e) = self
             .store
             .settle_budget(key, s, Utc::now().timestamp_millis())
