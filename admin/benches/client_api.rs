@@ -7,8 +7,6 @@
 //!   paths inside the repo, full names, addresses) and of a bare
 //!   `/healthz` on the same server, and their ratio. Latency is measured
 //!   from each request's scheduled start, so a stall counts against it.
-//!   The server runs in a process of its own (this binary again), the load
-//!   generator in this one.
 //! - manifest: build time and JSON size for a person who may see 1,000
 //!   spaces, beside listing the same spaces plainly from the store.
 //! - change feed: changes a second read by one client over HTTP from a
@@ -138,68 +136,17 @@ fn fingerprint(i: u64, n: u64) -> String {
     url::form_urlencoded::byte_serialize(raw.as_bytes()).collect()
 }
 
-/// The server under load runs in a process of its own (this binary again,
-/// with [`SERVE_VAR`] set), so the load generator's work (building,
-/// sending and timing requests) is not done by the server's runtime, and
-/// its share of the tail is the operating system's to schedule, as it is
-/// for cMCP calling a fleet process.
 struct Server {
     base: String,
     http: reqwest::Client,
     key: String,
-    child: std::process::Child,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `CMCP_BENCH_SERVE=<store url>`: serve the router on loopback, print
-/// `listening <address>`, and stop when stdin closes.
-const SERVE_VAR: &str = "CMCP_BENCH_SERVE";
-
-async fn serve(db: &TestDb) -> Server {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .env(SERVE_VAR, &db.url)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = match line.trim().strip_prefix("listening ") {
-        Some(addr) => format!("http://{addr}"),
-        None => panic!("the server process did not start: {line:?}"),
-    };
-    let (_, key) = create_key(&db.store, "bench", "service", &[], "bench")
-        .await
-        .unwrap();
-    Server {
-        base,
-        http: reqwest::Client::builder()
-            .pool_max_idle_per_host(512)
-            .build()
-            .unwrap(),
-        key,
-        child,
-    }
-}
-
-/// The server process: the router as `serve` runs it, keys answered from
-/// memory while revocations are heard (PostgreSQL; SQLite reads the store
-/// every time).
-async fn serve_here(url: &str) {
-    let store = Store::connect(url, &cmcp_registry::StoreOptions::default())
-        .await
-        .unwrap();
+async fn serve(store: &Store) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    // As `serve` runs it: keys answered from memory while revocations are
+    // heard (PostgreSQL; SQLite reads the store every time).
     let state = AdminState::new(store.clone()).with_key_cache(Duration::from_secs(60));
     let cache = state.keys.clone().unwrap();
     if matches!(store, Store::Postgres(_)) {
@@ -211,14 +158,17 @@ async fn serve_here(url: &str) {
     }
     let app = cmcp_admin::router(state).route("/healthz", get(|| async { "ok" }));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    println!("listening {addr}");
-    tokio::task::spawn_blocking(|| {
-        use std::io::Read;
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-    })
-    .await
-    .unwrap();
+    let (_, key) = create_key(store, "bench", "service", &[], "bench")
+        .await
+        .unwrap();
+    Server {
+        base,
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(512)
+            .build()
+            .unwrap(),
+        key,
+    }
 }
 
 fn quantile(sorted: &[Duration], q: f64) -> Duration {
@@ -285,8 +235,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
-    let store = &db.store;
+async fn bench_resolve(label: &str, store: &Store, s: &Sizes) {
     let t = Instant::now();
     seed_spaces(store, s.spaces).await;
     println!(
@@ -294,7 +243,7 @@ async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
         s.spaces,
         t.elapsed().as_secs_f64()
     );
-    let srv = serve(db).await;
+    let srv = serve(store).await;
     // Warm the pool and the caches.
     load(&srv, s.rate.min(500), 1, |i| {
         format!(
@@ -401,8 +350,7 @@ async fn bench_manifest(label: &str, store: &Store, srv: &Server) {
     );
 }
 
-async fn bench_feed(label: &str, db: &TestDb, s: &Sizes) {
-    let store = &db.store;
+async fn bench_feed(label: &str, store: &Store, s: &Sizes) {
     let t = Instant::now();
     let insert = "INSERT INTO space_changes (kind, space_address, owner, detail, at) ";
     match store {
@@ -448,7 +396,7 @@ async fn bench_feed(label: &str, db: &TestDb, s: &Sizes) {
         after = page.next;
     }
     let direct = t.elapsed();
-    let srv = serve(db).await;
+    let srv = serve(store).await;
     let t = Instant::now();
     let mut after = "0".to_owned();
     let mut over_http = 0u64;
@@ -485,27 +433,23 @@ async fn bench_feed(label: &str, db: &TestDb, s: &Sizes) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Ok(url) = std::env::var(SERVE_VAR) {
-        serve_here(&url).await;
-        return;
-    }
     let s = sizes();
     // `CMCP_BENCH_ONLY=sqlite` or `postgres` runs one backend.
     let only = std::env::var("CMCP_BENCH_ONLY").unwrap_or_default();
     if only != "postgres" {
         let db = TestDb::sqlite().await;
-        bench_resolve("sqlite", &db, &s).await;
+        bench_resolve("sqlite", &db.store, &s).await;
         let db = TestDb::sqlite().await;
-        bench_feed("sqlite", &db, &s).await;
+        bench_feed("sqlite", &db.store, &s).await;
     }
     if only == "sqlite" {
         return;
     }
     if let Some(db) = TestDb::postgres().await {
-        bench_resolve("postgres", &db, &s).await;
+        bench_resolve("postgres", &db.store, &s).await;
         drop(db);
         if let Some(db) = TestDb::postgres().await {
-            bench_feed("postgres", &db, &s).await;
+            bench_feed("postgres", &db.store, &s).await;
         }
     }
 }
