@@ -127,3 +127,14 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Runs one statement of raw SQL on either backend (a test breaking or
+/// ageing the store on purpose); panics on an error.
+pub async fn exec(store: &Store, sql: &str) {
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    match store {
+        Store::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        Store::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+}

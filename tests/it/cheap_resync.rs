@@ -9,8 +9,8 @@ use cmcp_fixtures::{GithubSim, GithubSimConfig, RateLimitConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{PruneBefore, Store};
 use cmcp_tests::{
-    CONNECTION, Harness, TOKEN, add_connection_with, assert_registry_matches, fast_http, init_tls,
-    sync_context,
+    CONNECTION, Harness, TOKEN, add_connection_with, assert_registry_matches, exec, fast_http,
+    init_tls, sync_context,
 };
 use cmcp_worker::{SyncOutcome, run_sync};
 
@@ -188,13 +188,12 @@ fn finished(r: SyncOutcome) -> (RunOutcome, cmcp_domain::RunFigures, Option<Stri
 
 /// Moves every cached answer `days` back in time.
 async fn age_page_cache(store: &Store, days: i64) {
-    let sql = "UPDATE http_cache SET fetched_at = fetched_at - $1";
     let by = days * 86_400_000;
-    match store {
-        Store::Sqlite(pool) => sqlx::query(sql).bind(by).execute(pool).await.map(drop),
-        Store::Postgres(pool) => sqlx::query(sql).bind(by).execute(pool).await.map(drop),
-    }
-    .expect("age the page cache");
+    exec(
+        store,
+        &format!("UPDATE http_cache SET fetched_at = fetched_at - {by}"),
+    )
+    .await;
 }
 
 /// A listing page answered `304` every night and a dormant repository's

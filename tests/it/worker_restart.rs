@@ -11,7 +11,9 @@ use cmcp_domain::{RunOutcome, RunTrigger};
 use cmcp_fixtures::GithubSimConfig;
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Store, StoreOptions};
-use cmcp_tests::{CONNECTION, Harness, eventually_within, fast_http, start_worker, sync_context};
+use cmcp_tests::{
+    CONNECTION, Harness, eventually_within, exec, fast_http, start_worker, sync_context,
+};
 use cmcp_worker::{Queue, QueueConfig, SyncConnection};
 
 both_backends!(
@@ -19,8 +21,9 @@ both_backends!(
     a_run_stopped_by_a_store_error_ends_failed_with_it,
 );
 
-pub async fn a_run_stopped_by_a_store_error_ends_failed_with_it(db: TestDb) {
-    let h = Harness::start(
+/// A harness over an upstream of five repositories.
+async fn five_repos(db: TestDb) -> Harness {
+    Harness::start(
         db,
         GithubSimConfig {
             repos: 5,
@@ -28,29 +31,15 @@ pub async fn a_run_stopped_by_a_store_error_ends_failed_with_it(db: TestDb) {
         },
         fast_http(),
     )
-    .await;
+    .await
+}
+
+pub async fn a_run_stopped_by_a_store_error_ends_failed_with_it(db: TestDb) {
+    let h = five_repos(db).await;
     // Every write of the listing's records fails inside the store.
-    let rename = |from: &str, to: &str| format!("ALTER TABLE {from} RENAME TO {to}");
-    let store = h.store().clone();
-    let exec = |sql: String| {
-        let store = store.clone();
-        async move {
-            match &store {
-                Store::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(pool)
-                    .await
-                    .map(drop),
-                Store::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(pool)
-                    .await
-                    .map(drop),
-            }
-            .unwrap();
-        }
-    };
-    exec(rename("aliases", "aliases_gone")).await;
+    exec(h.store(), "ALTER TABLE aliases RENAME TO aliases_gone").await;
     let result = cmcp_worker::run_sync(&h.ctx, CONNECTION, RunTrigger::Test).await;
-    exec(rename("aliases_gone", "aliases")).await;
+    exec(h.store(), "ALTER TABLE aliases_gone RENAME TO aliases").await;
     let runs = h.store().list_runs(Some(CONNECTION), 5).await.unwrap();
     let run = runs.first().expect("a run was recorded");
     match &result {
@@ -75,15 +64,7 @@ pub async fn a_run_stopped_by_a_store_error_ends_failed_with_it(db: TestDb) {
 
 pub async fn a_worker_whose_poll_timed_out_goes_on_taking_jobs(db: TestDb) {
     cmcp_worker::queue::setup(&db.store).await.unwrap();
-    let h = Harness::start(
-        db,
-        GithubSimConfig {
-            repos: 5,
-            ..GithubSimConfig::default()
-        },
-        fast_http(),
-    )
-    .await;
+    let h = five_repos(db).await;
     // The worker's own small pool, which the test can take whole.
     let small = StoreOptions {
         max_connections: 2,
