@@ -183,30 +183,24 @@ fn pct(sorted: &[Duration], q: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-async fn one_i64(store: &Store, sql: &str) -> i64 {
-    let (n,): (i64,) = match store {
-        Store::Postgres(pool) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-        Store::Sqlite(pool) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-    };
+async fn one_i64(pg: &sqlx::PgPool, sql: &str) -> i64 {
+    let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_one(pg)
+        .await
+        .unwrap();
     n
 }
 
 /// Processing lags (received → processed) of the deliveries received in
 /// `[from, to)` epoch ms, once all of them are processed.
-async fn lags(store: &Store, from: i64, to: i64) -> Vec<Duration> {
+async fn lags(pg: &sqlx::PgPool, from: i64, to: i64) -> Vec<Duration> {
     let pending = format!(
         "SELECT COUNT(*) FROM webhook_deliveries WHERE received_at >= {from} AND received_at < {to} \
          AND processed_at IS NULL"
     );
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let left = one_i64(store, &pending).await;
+        let left = one_i64(pg, &pending).await;
         if left == 0 {
             break;
         }
@@ -216,13 +210,10 @@ async fn lags(store: &Store, from: i64, to: i64) -> Vec<Duration> {
                  FROM webhook_deliveries WHERE received_at >= {from} AND received_at < {to} \
                  AND processed_at IS NULL LIMIT 5"
             );
-            let rows: Vec<(String,)> = match store {
-                Store::Postgres(pool) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                    .fetch_all(pool)
-                    .await
-                    .unwrap(),
-                Store::Sqlite(_) => unreachable!("a fleet runs on PostgreSQL"),
-            };
+            let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .fetch_all(pg)
+                .await
+                .unwrap();
             panic!("{left} deliveries left unprocessed, for example: {rows:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -231,13 +222,10 @@ async fn lags(store: &Store, from: i64, to: i64) -> Vec<Duration> {
         "SELECT processed_at - received_at FROM webhook_deliveries \
          WHERE received_at >= {from} AND received_at < {to}"
     );
-    let rows: Vec<(i64,)> = match store {
-        Store::Postgres(pool) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-        Store::Sqlite(_) => unreachable!("a fleet runs on PostgreSQL"),
-    };
+    let rows: Vec<(i64,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pg)
+        .await
+        .unwrap();
     let mut v: Vec<Duration> = rows
         .into_iter()
         .map(|(ms,)| Duration::from_millis(ms.max(0) as u64))
@@ -262,6 +250,9 @@ async fn main() {
         return;
     };
     cmcp_worker::queue::setup(&db.store).await.unwrap();
+    let Store::Postgres(pg) = &db.store else {
+        unreachable!("TestDb::postgres is a PostgreSQL store")
+    };
     let key = hex::encode([5u8; 32]);
     let cipher = Cipher::from_key_text(&key).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -368,7 +359,7 @@ async fn main() {
     let t0 = now_ms();
     let (alone, alone_failed) = deliver(&ups, k.deliveries, ref_secs, 0).await;
     let t1 = now_ms();
-    let alone_lag = lags(&db.store, t0, t1).await;
+    let alone_lag = lags(pg, t0, t1).await;
 
     // Loaded: every connection synced back to back while deliveries come.
     let queue: Queue<SyncConnection> = Queue::new(&db.store, &QueueConfig::default());
@@ -376,7 +367,7 @@ async fn main() {
     let loaded_from = now_ms();
     let until = Instant::now() + Duration::from_secs(k.seconds);
     let syncer = {
-        let store = db.store.clone();
+        let pg = pg.clone();
         let ids = ids.clone();
         tokio::spawn(async move {
             // One sync queued or running per connection at a time: a
@@ -386,15 +377,12 @@ async fn main() {
             let finished_sql = "SELECT connection_id, COUNT(*) FROM sync_runs \
                  WHERE triggered_by = 'test' AND finished_at IS NOT NULL GROUP BY connection_id";
             while Instant::now() < until {
-                let finished: BTreeMap<String, i64> = match &store {
-                    Store::Postgres(pool) => sqlx::query_as(finished_sql)
-                        .fetch_all(pool)
-                        .await
-                        .unwrap()
-                        .into_iter()
-                        .collect(),
-                    Store::Sqlite(_) => unreachable!("a fleet runs on PostgreSQL"),
-                };
+                let finished: BTreeMap<String, i64> = sqlx::query_as(finished_sql)
+                    .fetch_all(&pg)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .collect();
                 for id in &ids {
                     let done = finished.get(id).copied().unwrap_or(0);
                     let due = pushed
@@ -420,7 +408,7 @@ async fn main() {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let running = one_i64(
-            &db.store,
+            pg,
             "SELECT COUNT(*) FROM sync_runs WHERE outcome = 'running'",
         )
         .await;
@@ -431,7 +419,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let loaded_to = now_ms();
-    let loaded_lag = lags(&db.store, t2, t3).await;
+    let loaded_lag = lags(pg, t2, t3).await;
 
     let mut durations = Vec::new();
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
