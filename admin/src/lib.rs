@@ -38,17 +38,22 @@ pub struct AdminState {
     /// Live API keys kept in memory while revocations are heard (see
     /// [`cmcp_registry::KeyCache`]); `None`: every call reads the store.
     pub keys: Option<std::sync::Arc<cmcp_registry::KeyCache>>,
+    /// On a SQLite file, the API key and resolve of every cMCP call are
+    /// read inline instead of through the pool's connection threads (see
+    /// [`cmcp_registry::InlineReads`]); `None` on PostgreSQL.
+    pub reads: Option<std::sync::Arc<cmcp_registry::InlineReads>>,
 }
 
 impl AdminState {
     pub fn new(store: Store) -> AdminState {
         AdminState {
-            store,
             matching: cmcp_matching::Settings::default(),
             secure_cookie: false,
             sign_ins: Default::default(),
             github_linker: None,
             keys: None,
+            reads: cmcp_registry::InlineReads::of(&store).map(std::sync::Arc::new),
+            store,
         }
     }
 

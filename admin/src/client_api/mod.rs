@@ -56,11 +56,19 @@ async fn resolve(
             "fingerprint must be 1 to 2048 characters".to_owned(),
         ));
     }
-    match st
-        .store
-        .resolve_one(fingerprint, Some(&asking.viewer))
-        .await?
-    {
+    let inline = st
+        .reads
+        .as_ref()
+        .and_then(|r| r.resolve_one(fingerprint, Some(&asking.viewer)));
+    let resolved = match inline {
+        Some(answer) => answer?,
+        None => {
+            st.store
+                .resolve_one(fingerprint, Some(&asking.viewer))
+                .await?
+        }
+    };
+    match resolved {
         Resolved::Found(r) => Ok(Json(ResolveResponse::new(&r)).into_response()),
         Resolved::Ambiguous(all) => {
             let candidates: Vec<ResolveResponse> = all.iter().map(ResolveResponse::new).collect();

@@ -140,6 +140,10 @@ pub const SESSIONS_PER_KEY: i64 = 20;
 
 const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revoked_at, person";
 
+/// The live (not revoked) key with the hash `$1`.
+pub(super) const KEY_BY_HASH_SQL: &str = "SELECT id, name, role, powers, created_at, created_by, revoked_at, person \
+    FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL";
+
 impl Store {
     pub async fn create_api_key(&self, key: &NewApiKey<'_>, actor: &str) -> Result<ApiKeyRow> {
         if key.role != Role::Admin && !key.powers.is_empty() {
@@ -217,11 +221,8 @@ impl Store {
 
     /// The live (not revoked) key with this hash.
     pub async fn key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>> {
-        let sql = format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
-        );
         Ok(on_pool!(self, pool => {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(key_hash).fetch_optional(pool).await?
+            sqlx::query_as(KEY_BY_HASH_SQL).bind(key_hash).fetch_optional(pool).await?
         }))
     }
 

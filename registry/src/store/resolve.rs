@@ -202,13 +202,13 @@ fn same_id(kind: SpaceKind, stored: &str, pasted: &str) -> bool {
 /// places: joined into every resolve query so an answer costs one round
 /// trip.
 #[derive(sqlx::FromRow)]
-struct RawPlaces {
-    own_place_id: Option<String>,
-    own_place_kind: Option<String>,
-    own_place_name: Option<String>,
-    up_place_id: Option<String>,
-    up_place_kind: Option<String>,
-    up_place_name: Option<String>,
+pub(super) struct RawPlaces {
+    pub(super) own_place_id: Option<String>,
+    pub(super) own_place_kind: Option<String>,
+    pub(super) own_place_name: Option<String>,
+    pub(super) up_place_id: Option<String>,
+    pub(super) up_place_kind: Option<String>,
+    pub(super) up_place_name: Option<String>,
 }
 
 impl RawPlaces {
@@ -231,21 +231,21 @@ impl RawPlaces {
 }
 
 #[derive(sqlx::FromRow)]
-struct RawHit {
+pub(super) struct RawHit {
     #[sqlx(flatten)]
-    alias: RawAlias,
+    pub(super) alias: RawAlias,
     #[sqlx(flatten)]
-    space: RawSpace,
+    pub(super) space: RawSpace,
     #[sqlx(flatten)]
-    places: RawPlaces,
+    pub(super) places: RawPlaces,
 }
 
 #[derive(sqlx::FromRow)]
-struct RawSpaceHit {
+pub(super) struct RawSpaceHit {
     #[sqlx(flatten)]
-    space: RawSpace,
+    pub(super) space: RawSpace,
     #[sqlx(flatten)]
-    places: RawPlaces,
+    pub(super) places: RawPlaces,
 }
 
 const ALIAS_PART: &str = "a.id, a.space_address, a.kind, a.value, a.raw, a.valid_from, a.valid_to";
@@ -272,6 +272,135 @@ impl RawSpaceHit {
     }
 }
 
+/// One statement of a resolve: its text and its binds (all text).
+pub(super) struct Lookup {
+    pub sql: String,
+    pub binds: Vec<String>,
+}
+
+/// The statements a fingerprint needs: by address, by alias, by stable
+/// id. Each is run by whichever reader answers (the pool, or the SQLite
+/// inline reader of [`super::inline_reads`]); [`ResolvePlan::finish`]
+/// ranks what they found.
+pub(super) struct ResolvePlan {
+    probes: Probes,
+    pub by_address: Option<Lookup>,
+    pub by_alias: Option<Lookup>,
+    pub by_id: Option<Lookup>,
+}
+
+/// The rows the statements of a [`ResolvePlan`] found.
+#[derive(Default)]
+pub(super) struct Found {
+    pub by_address: Option<RawSpaceHit>,
+    pub by_alias: Vec<RawHit>,
+    pub by_id: Vec<RawSpaceHit>,
+}
+
+impl ResolvePlan {
+    pub fn new(input: &str) -> ResolvePlan {
+        let probes = probes(input);
+        let by_address = probes.address.as_ref().map(|address| Lookup {
+            sql: format!(
+                "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.address = $1"
+            ),
+            binds: vec![address.to_string()],
+        });
+        let by_alias = (!probes.aliases.is_empty()).then(|| {
+            let pairs: Vec<String> = (0..probes.aliases.len())
+                .map(|i| format!("(a.kind = ${} AND a.value = ${})", 2 * i + 1, 2 * i + 2))
+                .collect();
+            Lookup {
+                sql: format!(
+                    "SELECT {ALIAS_PART}, {SPACE_PART}, {PLACE_PART} FROM aliases a \
+                     JOIN spaces s ON s.address = a.space_address {PLACE_JOINS} WHERE {}",
+                    pairs.join(" OR ")
+                ),
+                binds: probes
+                    .aliases
+                    .iter()
+                    .flat_map(|a| [a.kind.as_str().to_owned(), a.value.clone()])
+                    .collect(),
+            }
+        });
+        let by_id = (!probes.stable_ids.is_empty()).then(|| {
+            let mut wanted: Vec<String> = Vec::new();
+            for id in &probes.stable_ids {
+                wanted.push(id.clone());
+                wanted.push(id.to_lowercase());
+            }
+            wanted.dedup();
+            Lookup {
+                sql: format!(
+                    "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.stable_id IN ({})",
+                    placeholders(1, wanted.len())
+                ),
+                binds: wanted,
+            }
+        });
+        ResolvePlan {
+            probes,
+            by_address,
+            by_alias,
+            by_id,
+        }
+    }
+
+    /// Every space found that `viewer` may see (`None`: every owner),
+    /// strongest match first, each space once.
+    pub fn finish(self, found: Found, viewer: Option<&Viewer>) -> Result<Vec<Resolution>> {
+        let mut all: Vec<Resolution> = Vec::new();
+        if let Some(raw) = found.by_address {
+            all.push(raw.resolution(MatchRank::Address)?);
+        }
+        for raw in found.by_alias {
+            let alias = AliasRow::try_from(raw.alias)?;
+            let space: SpaceRow = raw.space.try_into()?;
+            all.push(Resolution {
+                place: raw.places.place(&space),
+                space,
+                retired: !alias.is_active(),
+                rank: MatchRank::of(alias.kind),
+                specificity: alias.value.len(),
+                alias: Some(alias),
+            });
+        }
+        for raw in found.by_id {
+            let r = raw.resolution(MatchRank::Id)?;
+            let kind = r.space.address.kind();
+            let stored = r.space.address.stable_id();
+            if self.probes.stable_ids.iter().any(|p| same_id(kind, stored, p)) {
+                all.push(r);
+            }
+        }
+        all.retain(|r| visible(viewer, &r.space.owner));
+        // Strongest first; among retired matches the most recently retired.
+        all.sort_by_key(|r| {
+            (
+                r.sort_key(),
+                std::cmp::Reverse(r.alias.as_ref().and_then(|a| a.valid_to)),
+            )
+        });
+        let mut seen = HashSet::new();
+        all.retain(|r| seen.insert(r.space.address.clone()));
+        Ok(all)
+    }
+}
+
+/// The one space among `found` (strongest first), or every space tied at
+/// the strongest match.
+pub(super) fn pick(found: Vec<Resolution>) -> Resolved {
+    let Some(best) = found.first().map(Resolution::sort_key) else {
+        return Resolved::Unknown;
+    };
+    let mut tied: Vec<Resolution> = found.into_iter().filter(|r| r.sort_key() == best).collect();
+    if tied.len() == 1 {
+        Resolved::Found(Box::new(tied.remove(0)))
+    } else {
+        Resolved::Ambiguous(tied)
+    }
+}
+
 impl Store {
     /// Every space a fingerprint could name, strongest match first, each
     /// space once; for the operator (every owner).
@@ -286,103 +415,46 @@ impl Store {
         input: &str,
         viewer: Option<&Viewer>,
     ) -> Result<Vec<Resolution>> {
-        let probes = probes(input);
-        let mut found: Vec<Resolution> = Vec::new();
-        if let Some(address) = &probes.address {
-            let sql = format!(
-                "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.address = $1"
-            );
-            let raw: Option<RawSpaceHit> = on_pool!(self, pool => {
-                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(address.to_string()).fetch_optional(pool).await?
+        let plan = ResolvePlan::new(input);
+        let mut found = Found::default();
+        if let Some(l) = &plan.by_address {
+            found.by_address = on_pool!(self, pool => {
+                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_optional(pool).await?
             });
-            if let Some(raw) = raw {
-                found.push(raw.resolution(MatchRank::Address)?);
-            }
         }
-        if !probes.aliases.is_empty() {
-            let pairs: Vec<String> = (0..probes.aliases.len())
-                .map(|i| format!("(a.kind = ${} AND a.value = ${})", 2 * i + 1, 2 * i + 2))
-                .collect();
-            let sql = format!(
-                "SELECT {ALIAS_PART}, {SPACE_PART}, {PLACE_PART} FROM aliases a \
-                 JOIN spaces s ON s.address = a.space_address {PLACE_JOINS} WHERE {}",
-                pairs.join(" OR ")
-            );
-            let raws: Vec<RawHit> = on_pool!(self, pool => {
-                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-                for a in &probes.aliases {
-                    q = q.bind(a.kind.as_str()).bind(&a.value);
-                }
-                q.fetch_all(pool).await?
+        if let Some(l) = &plan.by_alias {
+            found.by_alias = on_pool!(self, pool => {
+                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_all(pool).await?
             });
-            for raw in raws {
-                let alias = AliasRow::try_from(raw.alias)?;
-                let space: SpaceRow = raw.space.try_into()?;
-                found.push(Resolution {
-                    place: raw.places.place(&space),
-                    space,
-                    retired: !alias.is_active(),
-                    rank: MatchRank::of(alias.kind),
-                    specificity: alias.value.len(),
-                    alias: Some(alias),
-                });
-            }
         }
-        if !probes.stable_ids.is_empty() {
-            let mut wanted: Vec<String> = Vec::new();
-            for id in &probes.stable_ids {
-                wanted.push(id.clone());
-                wanted.push(id.to_lowercase());
-            }
-            wanted.dedup();
-            let sql = format!(
-                "SELECT {SPACE_PART}, {PLACE_PART} FROM spaces s {PLACE_JOINS} WHERE s.stable_id IN ({})",
-                placeholders(1, wanted.len())
-            );
-            let raws: Vec<RawSpaceHit> = on_pool!(self, pool => {
-                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-                for w in &wanted {
-                    q = q.bind(w);
-                }
-                q.fetch_all(pool).await?
+        if let Some(l) = &plan.by_id {
+            found.by_id = on_pool!(self, pool => {
+                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_all(pool).await?
             });
-            for raw in raws {
-                let r = raw.resolution(MatchRank::Id)?;
-                let kind = r.space.address.kind();
-                let stored = r.space.address.stable_id();
-                if probes.stable_ids.iter().any(|p| same_id(kind, stored, p)) {
-                    found.push(r);
-                }
-            }
         }
-        found.retain(|r| visible(viewer, &r.space.owner));
-        // Strongest first; among retired matches the most recently retired.
-        found.sort_by_key(|r| {
-            (
-                r.sort_key(),
-                std::cmp::Reverse(r.alias.as_ref().and_then(|a| a.valid_to)),
-            )
-        });
-        let mut seen = HashSet::new();
-        found.retain(|r| seen.insert(r.space.address.clone()));
-        Ok(found)
+        plan.finish(found, viewer)
     }
 
     /// The one space a fingerprint names for `viewer`, or every space tied
     /// at the strongest match.
     pub async fn resolve_one(&self, input: &str, viewer: Option<&Viewer>) -> Result<Resolved> {
-        let found = self.resolve_as(input, viewer).await?;
-        let Some(best) = found.first().map(Resolution::sort_key) else {
-            return Ok(Resolved::Unknown);
-        };
-        let mut tied: Vec<Resolution> =
-            found.into_iter().filter(|r| r.sort_key() == best).collect();
-        Ok(if tied.len() == 1 {
-            Resolved::Found(Box::new(tied.remove(0)))
-        } else {
-            Resolved::Ambiguous(tied)
-        })
+        Ok(pick(self.resolve_as(input, viewer).await?))
     }
+}
+
+/// `q` with every text bind of a lookup, in order.
+fn bind_all<'q, DB, O>(
+    mut q: sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments>,
+    binds: &'q [String],
+) -> sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    &'q String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for b in binds {
+        q = q.bind(b);
+    }
+    q
 }
 
 #[cfg(test)]

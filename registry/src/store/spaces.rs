@@ -73,19 +73,19 @@ pub struct SpaceFilter {
 
 #[derive(sqlx::FromRow)]
 pub(super) struct RawSpace {
-    address: String,
-    connection_id: String,
-    owner: String,
-    display_name: String,
-    container: Option<String>,
-    status: String,
-    archived: bool,
-    trashed: bool,
-    visibility: Option<String>,
-    first_seen_at: i64,
-    last_changed_at: i64,
-    missing_since: Option<i64>,
-    tombstoned_at: Option<i64>,
+    pub(super) address: String,
+    pub(super) connection_id: String,
+    pub(super) owner: String,
+    pub(super) display_name: String,
+    pub(super) container: Option<String>,
+    pub(super) status: String,
+    pub(super) archived: bool,
+    pub(super) trashed: bool,
+    pub(super) visibility: Option<String>,
+    pub(super) first_seen_at: i64,
+    pub(super) last_changed_at: i64,
+    pub(super) missing_since: Option<i64>,
+    pub(super) tombstoned_at: Option<i64>,
 }
 
 impl TryFrom<RawSpace> for SpaceRow {
@@ -120,13 +120,13 @@ impl TryFrom<RawSpace> for SpaceRow {
 
 #[derive(sqlx::FromRow)]
 pub(super) struct RawAlias {
-    id: i64,
-    space_address: String,
-    kind: String,
-    value: String,
-    raw: String,
-    valid_from: i64,
-    valid_to: Option<i64>,
+    pub(super) id: i64,
+    pub(super) space_address: String,
+    pub(super) kind: String,
+    pub(super) value: String,
+    pub(super) raw: String,
+    pub(super) valid_from: i64,
+    pub(super) valid_to: Option<i64>,
 }
 
 impl TryFrom<RawAlias> for AliasRow {

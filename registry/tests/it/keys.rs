@@ -52,11 +52,22 @@ async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
         "{refused:?}"
     );
     assert_eq!(s.list_api_keys().await.unwrap(), std::slice::from_ref(&key));
-    assert_eq!(s.key_by_hash("hash-1").await.unwrap(), Some(key));
+    assert_eq!(s.key_by_hash("hash-1").await.unwrap(), Some(key.clone()));
     assert_eq!(s.key_by_hash("hash-x").await.unwrap(), None);
+    // On a SQLite file the API's inline reader gives the same answers,
+    // and sees a revocation committed through the pool at once.
+    let inline = cmcp_registry::InlineReads::of(s);
+    assert_eq!(inline.is_some(), matches!(s, cmcp_registry::Store::Sqlite(_)));
+    if let Some(inline) = &inline {
+        assert_eq!(inline.key_by_hash("hash-1"), Some(Some(key)));
+        assert_eq!(inline.key_by_hash("hash-x"), Some(None));
+    }
     assert!(s.revoke_api_key("k1", "cli").await.unwrap());
     assert!(!s.revoke_api_key("k1", "cli").await.unwrap(), "once");
     assert_eq!(s.key_by_hash("hash-1").await.unwrap(), None);
+    if let Some(inline) = &inline {
+        assert_eq!(inline.key_by_hash("hash-1"), Some(None), "revoked");
+    }
     assert!(s.get_api_key("k1").await.unwrap().revoked_at.is_some());
     let actions: Vec<String> = s
         .list_audit(10)

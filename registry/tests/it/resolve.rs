@@ -3,7 +3,7 @@
 
 use cmcp_domain::{Alias, AliasKind, Owner, SpaceAddress, SpaceKind, SpaceRecord, SpaceState};
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{MatchRank, Resolved, Store, Viewer};
+use cmcp_registry::{InlineReads, MatchRank, Resolved, Store, Viewer};
 
 use crate::support::{add_connection, repo};
 
@@ -34,8 +34,20 @@ pub fn space(
     }
 }
 
+/// The pool's answer; on a SQLite file the API's inline reader must give
+/// the very same one, so every case here checks both readers.
 async fn one(store: &Store, input: &str, viewer: &Viewer) -> Resolved {
-    store.resolve_one(input, Some(viewer)).await.unwrap()
+    let pooled = store.resolve_one(input, Some(viewer)).await.unwrap();
+    if let Some(inline) = InlineReads::of(store) {
+        let read = inline
+            .resolve_one(input, Some(viewer))
+            .expect("the inline reader answers")
+            .unwrap();
+        assert_eq!(format!("{read:?}"), format!("{pooled:?}"), "{input}");
+    } else {
+        assert!(matches!(store, Store::Postgres(_)), "a SQLite file reads inline");
+    }
+    pooled
 }
 
 fn found(r: Resolved) -> (String, MatchRank, bool) {
