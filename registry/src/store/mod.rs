@@ -167,6 +167,31 @@ impl Default for StoreOptions {
     }
 }
 
+/// A pooled connection idle at least this long is pinged before it is
+/// handed out; one in steady use is not.
+///
+/// sqlx's default (`test_before_acquire`) pings on every acquire: a whole
+/// extra round trip before each statement run on the pool (on SQLite an
+/// extra hand-off to the connection's thread and back). On PostgreSQL that
+/// was half the round trips of a resolve and of every autocommit statement
+/// of a sync. A connection busy a moment ago is alive; one that sat idle
+/// may have been cut (a server restart, a failover, an idle timeout on the
+/// way), so it is still tested, and a dead one is replaced before any
+/// statement sees it. What is left: a connection cut within the last
+/// second fails its next statement, which the caller already handles as
+/// any store error (a 503 with `Retry-After`, a job retried).
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
+async fn ping_if_idle<C: sqlx::Connection>(
+    conn: &mut C,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> std::result::Result<bool, sqlx::Error> {
+    if meta.idle_for >= PING_IF_IDLE_FOR {
+        conn.ping().await?;
+    }
+    Ok(true)
+}
+
 impl Store {
     /// Open the store named by `url`: `sqlite:PATH` / `sqlite://PATH` or
     /// `postgres://…` / `postgresql://…`. Does not migrate.
@@ -184,6 +209,8 @@ impl Store {
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10));
             let pool = SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
                 .acquire_timeout(options.connect_timeout.max(Duration::from_secs(10)))
                 .connect_with(opts)
@@ -207,6 +234,8 @@ impl Store {
                 )]);
             }
             let pool = PgPoolOptions::new()
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
                 .acquire_timeout(options.connect_timeout)
                 .connect_with(opts)
