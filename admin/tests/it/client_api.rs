@@ -605,7 +605,8 @@ async fn a_cached_key_is_forgotten_when_any_process_revokes_it(db: TestDb) {
 
 /// A store whose every connection is taken answers `503` with
 /// `Retry-After` (documented for every route), not a `500`: the same call
-/// works once a connection is free again.
+/// works once a connection is free again. On a SQLite file the key check
+/// and resolve are read inline, beside the pool, so they still answer.
 async fn a_registry_with_no_free_connection_answers_503_with_retry_after(db: TestDb) {
     seed(&db.store).await;
     let service = key(&db.store, "service").await;
@@ -616,7 +617,8 @@ async fn a_registry_with_no_free_connection_answers_503_with_retry_after(db: Tes
     };
     let store = Store::connect(&db.url, &small).await.unwrap();
     let srv = serve_with(cmcp_admin::AdminState::new(store.clone())).await;
-    let path = format!("/v1/spaces/resolve?fingerprint={}", enc("PAY"));
+    let path = "/v1/changes?after=0&limit=10".to_owned();
+    let resolve = format!("/v1/spaces/resolve?fingerprint={}", enc("PAY"));
     macro_rules! hold_all {
         ($pool:expr) => {{
             let mut held = Vec::new();
@@ -633,11 +635,12 @@ async fn a_registry_with_no_free_connection_answers_503_with_retry_after(db: Tes
             let status = resp.status();
             let retry = resp.headers().get("retry-after").cloned();
             let body: Value = resp.json().await.unwrap();
+            let (resolved, _) = get(&srv, &resolve, Some(&service), None).await;
             drop(held);
-            (status, retry, body)
+            (status, retry, body, resolved)
         }};
     }
-    let (status, retry, body) = match &store {
+    let (status, retry, body, resolved) = match &store {
         Store::Sqlite(pool) => hold_all!(pool),
         Store::Postgres(pool) => hold_all!(pool),
     };
@@ -647,6 +650,15 @@ async fn a_registry_with_no_free_connection_answers_503_with_retry_after(db: Tes
         body["error"].as_str().unwrap().contains("try again"),
         "{body}"
     );
+    let inline = matches!(store, Store::Sqlite(_));
+    let want = if inline {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    assert_eq!(resolved, want, "resolve while the pool is held");
+    let (status, body) = get(&srv, &resolve, Some(&service), None).await;
+    assert_eq!(status, StatusCode::OK, "works again: {body}");
     let (status, body) = get(&srv, &path, Some(&service), None).await;
     assert_eq!(status, StatusCode::OK, "works again: {body}");
 }
