@@ -146,7 +146,13 @@ const SEEDS: &[(i64, &str)] = &[
     (
         20261202060000,
         "INSERT INTO admin_sessions (id_hash, key_id, csrf_hash, created_at, expires_at) \
-           VALUES ('sess-1', 'key_3', 'csrf-1', 7000, 8000)",
+           VALUES ('sess-3', 'key_3', 'csrf-1', 7000, 8000)",
+    ),
+    (
+        // No table: PostgreSQL compresses webhook bodies with lz4 from here.
+        20261203060000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at) \
+           VALUES ('dl-9', 'gh-acme', 'github', 'hook:1:guid-9', 'repository.renamed', 9000, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL)",
     ),
 ];
 

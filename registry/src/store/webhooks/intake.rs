@@ -400,30 +400,19 @@ impl Store {
                     (0..prepared.len()).partition(|&i| together[i]);
                 let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
                 let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
-                if apart.is_empty() {
-                    // One statement is its own transaction: no BEGIN, no COMMIT.
-                    let mut conn = pool.acquire().await?;
+                let mut tx = pool.begin_with(pg_batch::BEGIN_GENERIC).await?;
+                if !many.is_empty() {
                     for (i, a) in many
                         .iter()
-                        .zip(pg_batch::pg_many(&mut conn, &many_refs).await?)
+                        .zip(pg_batch::pg_many(&mut tx, &many_refs).await?)
                     {
                         slots[*i] = Some(a);
                     }
-                } else {
-                    let mut tx = pool.begin().await?;
-                    if !many.is_empty() {
-                        for (i, a) in many
-                            .iter()
-                            .zip(pg_batch::pg_many(&mut tx, &many_refs).await?)
-                        {
-                            slots[*i] = Some(a);
-                        }
-                    }
-                    for &i in &apart {
-                        slots[i] = Some(pg_one(&mut tx, &prepared[i]).await?);
-                    }
-                    tx.commit().await?;
                 }
+                for &i in &apart {
+                    slots[i] = Some(pg_one(&mut tx, &prepared[i]).await?);
+                }
+                tx.commit().await?;
                 out.extend(slots.into_iter().flatten());
             }
             Store::Sqlite(pool) => {
