@@ -426,7 +426,10 @@ async fn bench_resolve(label: &str, store: &Store, s: &Sizes) {
             None => store.resolve_one(&fp, Some(&bob)).await,
         };
         own.push(t.elapsed());
-        assert!(matches!(answer, Ok(cmcp_registry::Resolved::Found(_))), "{fp}");
+        assert!(
+            matches!(answer, Ok(cmcp_registry::Resolved::Found(_))),
+            "{fp}"
+        );
     }
     own.sort();
     println!(

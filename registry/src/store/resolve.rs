@@ -369,7 +369,12 @@ impl ResolvePlan {
             let r = raw.resolution(MatchRank::Id)?;
             let kind = r.space.address.kind();
             let stored = r.space.address.stable_id();
-            if self.probes.stable_ids.iter().any(|p| same_id(kind, stored, p)) {
+            if self
+                .probes
+                .stable_ids
+                .iter()
+                .any(|p| same_id(kind, stored, p))
+            {
                 all.push(r);
             }
         }

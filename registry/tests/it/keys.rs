@@ -57,7 +57,10 @@ async fn keys_are_checked_found_by_hash_and_revoked(db: TestDb) {
     // On a SQLite file the API's inline reader gives the same answers,
     // and sees a revocation committed through the pool at once.
     let inline = cmcp_registry::InlineReads::of(s);
-    assert_eq!(inline.is_some(), matches!(s, cmcp_registry::Store::Sqlite(_)));
+    assert_eq!(
+        inline.is_some(),
+        matches!(s, cmcp_registry::Store::Sqlite(_))
+    );
     if let Some(inline) = &inline {
         assert_eq!(inline.key_by_hash("hash-1"), Some(Some(key)));
         assert_eq!(inline.key_by_hash("hash-x"), Some(None));

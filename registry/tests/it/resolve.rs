@@ -45,7 +45,10 @@ async fn one(store: &Store, input: &str, viewer: &Viewer) -> Resolved {
             .unwrap();
         assert_eq!(format!("{read:?}"), format!("{pooled:?}"), "{input}");
     } else {
-        assert!(matches!(store, Store::Postgres(_)), "a SQLite file reads inline");
+        assert!(
+            matches!(store, Store::Postgres(_)),
+            "a SQLite file reads inline"
+        );
     }
     pooled
 }

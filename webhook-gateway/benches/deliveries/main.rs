@@ -14,6 +14,11 @@
 //!   it needs `npm install @octokit/webhooks-methods pg`, never done by the
 //!   build).
 //!
+//! The load generator writes and reads HTTP/1.1 by hand over keep-alive
+//! connections, as `wrk` does (`load.rs`): it shares the two cores with
+//! the gateway and the database, so a heavier client would be measured as
+//! the server's cost.
+//!
 //! Every accepted delivery is checked afterwards to have its row and job.
 //! The machine's load average is printed with the figures: on a shared
 //! machine they move with it.
