@@ -121,13 +121,10 @@ impl FromRequestParts<AdminState> for Caller {
             .filter(|s| !s.is_empty())
             .ok_or(AdminError::Unauthorized)?;
         let hash = hash_secret(secret);
-        let inline = state.reads.as_ref().and_then(|r| r.key_by_hash(&hash));
-        let key = match (inline, &state.keys) {
-            (Some(found), _) => found,
-            (None, Some(cache)) => cache.key_by_hash(&hash).await?,
-            (None, None) => state.store.key_by_hash(&hash).await?,
-        }
-        .ok_or(AdminError::Unauthorized)?;
+        let key = state
+            .key_by_hash(&hash)
+            .await?
+            .ok_or(AdminError::Unauthorized)?;
         Ok(Caller(key))
     }
 }

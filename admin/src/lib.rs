@@ -57,6 +57,37 @@ impl AdminState {
         }
     }
 
+    /// The live API key with this hash: read inline on a SQLite file,
+    /// from the key cache when one is listening, else from the store.
+    pub async fn key_by_hash(
+        &self,
+        hash: &str,
+    ) -> Result<Option<cmcp_registry::ApiKeyRow>, cmcp_registry::RegistryError> {
+        if let Some(found) = self.reads.as_ref().and_then(|r| r.key_by_hash(hash)) {
+            return Ok(found);
+        }
+        match &self.keys {
+            Some(cache) => cache.key_by_hash(hash).await,
+            None => self.store.key_by_hash(hash).await,
+        }
+    }
+
+    /// [`Store::resolve_one`], read inline on a SQLite file.
+    pub async fn resolve_one(
+        &self,
+        fingerprint: &str,
+        viewer: &cmcp_registry::Viewer,
+    ) -> Result<cmcp_registry::Resolved, cmcp_registry::RegistryError> {
+        match self
+            .reads
+            .as_ref()
+            .and_then(|r| r.resolve_one(fingerprint, Some(viewer)))
+        {
+            Some(answer) => answer,
+            None => self.store.resolve_one(fingerprint, Some(viewer)).await,
+        }
+    }
+
     /// Served behind `public_url`: an https one makes the cookie `Secure`.
     pub fn behind(mut self, public_url: &str) -> AdminState {
         self.secure_cookie = public_url

@@ -56,18 +56,7 @@ async fn resolve(
             "fingerprint must be 1 to 2048 characters".to_owned(),
         ));
     }
-    let inline = st
-        .reads
-        .as_ref()
-        .and_then(|r| r.resolve_one(fingerprint, Some(&asking.viewer)));
-    let resolved = match inline {
-        Some(answer) => answer?,
-        None => {
-            st.store
-                .resolve_one(fingerprint, Some(&asking.viewer))
-                .await?
-        }
-    };
+    let resolved = st.resolve_one(fingerprint, &asking.viewer).await?;
     match resolved {
         Resolved::Found(r) => Ok(Json(ResolveResponse::new(&r)).into_response()),
         Resolved::Ambiguous(all) => {

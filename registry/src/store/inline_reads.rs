@@ -18,11 +18,11 @@
 //! opened) is answered through the pool instead, which waits as it always has:
 //! this path is only ever a faster way to the same answer.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Row, params_from_iter};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params_from_iter};
 
 use super::keys::{ApiKeyRow, KEY_BY_HASH_SQL};
 use super::resolve::{Found, Lookup, RawHit, RawPlaces, RawSpaceHit, ResolvePlan, pick};
@@ -71,10 +71,6 @@ impl InlineReads {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Run `read` on an idle connection (opened when none is idle), giving
     /// the connection back afterwards. `None` when the read failed: the
     /// caller then asks the pool.
@@ -119,14 +115,14 @@ impl InlineReads {
     }
 
     /// The live key with this hash, read inline; `None` when the pool
-    /// must answer (see [`InlineReads::with`]).
+    /// must answer (see [`InlineReads::with`]), a row that does not parse
+    /// included, so the pool reports it as it always has.
     pub fn key_by_hash(&self, key_hash: &str) -> Option<Option<ApiKeyRow>> {
         self.with(|conn| {
-            let mut stmt = conn.prepare_cached(KEY_BY_HASH_SQL)?;
-            let mut rows = stmt.query([key_hash])?;
-            rows.next()?.map(key_row).transpose()
+            conn.prepare_cached(KEY_BY_HASH_SQL)?
+                .query_row([key_hash], key_row)
+                .optional()
         })
-        .and_then(|found| found.transpose().ok())
     }
 
     /// [`Store::resolve_one`] read inline; `None` when the pool must
@@ -222,31 +218,21 @@ fn hit(r: &Row<'_>) -> rusqlite::Result<RawHit> {
     })
 }
 
-/// A key row; a role or powers that do not parse are the store's
-/// corruption error, as through the pool.
-fn key_row(r: &Row<'_>) -> rusqlite::Result<Result<ApiKeyRow>> {
+/// A key row; a role or powers that do not parse fail the read.
+fn key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
+    let parsed = |i: &str, e: String| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{i}: {e}").into())
+    };
     let role: String = r.get("role")?;
     let powers: String = r.get("powers")?;
-    let id: String = r.get("id")?;
-    let corrupt = |what: &str| crate::error::RegistryError::Corrupt {
-        what: format!("api key {id}: {what}"),
-    };
-    let role = match role.parse() {
-        Ok(role) => role,
-        Err(_) => return Ok(Err(corrupt("role"))),
-    };
-    let powers = match powers.try_into() {
-        Ok(p) => p,
-        Err(_) => return Ok(Err(corrupt("powers"))),
-    };
-    Ok(Ok(ApiKeyRow {
+    Ok(ApiKeyRow {
+        role: role.parse().map_err(|e| parsed("role", format!("{e}")))?,
+        powers: powers.try_into().map_err(|e| parsed("powers", format!("{e}")))?,
+        id: r.get("id")?,
         name: r.get("name")?,
-        role,
-        powers,
         created_at: r.get("created_at")?,
         created_by: r.get("created_by")?,
         revoked_at: r.get("revoked_at")?,
         person: r.get("person")?,
-        id,
-    }))
+    })
 }

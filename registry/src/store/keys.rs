@@ -138,11 +138,23 @@ pub struct SessionRow {
 /// ends the oldest.
 pub const SESSIONS_PER_KEY: i64 = 20;
 
-const KEY_COLUMNS: &str = "id, name, role, powers, created_at, created_by, revoked_at, person";
+/// The columns of an [`ApiKeyRow`], as a literal so constant statements
+/// can be built from it.
+macro_rules! key_columns {
+    () => {
+        "id, name, role, powers, created_at, created_by, revoked_at, person"
+    };
+}
 
-/// The live (not revoked) key with the hash `$1`.
-pub(super) const KEY_BY_HASH_SQL: &str = "SELECT id, name, role, powers, created_at, created_by, revoked_at, person \
-    FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL";
+const KEY_COLUMNS: &str = key_columns!();
+
+/// The live (not revoked) key with the hash `$1` (the pool and the SQLite
+/// inline reader run the same text).
+pub(super) const KEY_BY_HASH_SQL: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
+);
 
 impl Store {
     pub async fn create_api_key(&self, key: &NewApiKey<'_>, actor: &str) -> Result<ApiKeyRow> {

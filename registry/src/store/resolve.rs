@@ -423,19 +423,13 @@ impl Store {
         let plan = ResolvePlan::new(input);
         let mut found = Found::default();
         if let Some(l) = &plan.by_address {
-            found.by_address = on_pool!(self, pool => {
-                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_optional(pool).await?
-            });
+            found.by_address = self.lookup(l).await?.pop();
         }
         if let Some(l) = &plan.by_alias {
-            found.by_alias = on_pool!(self, pool => {
-                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_all(pool).await?
-            });
+            found.by_alias = self.lookup(l).await?;
         }
         if let Some(l) = &plan.by_id {
-            found.by_id = on_pool!(self, pool => {
-                bind_all(sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str())), &l.binds).fetch_all(pool).await?
-            });
+            found.by_id = self.lookup(l).await?;
         }
         plan.finish(found, viewer)
     }
@@ -447,19 +441,23 @@ impl Store {
     }
 }
 
-/// `q` with every text bind of a lookup, in order.
-fn bind_all<'q, DB, O>(
-    mut q: sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments>,
-    binds: &'q [String],
-) -> sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments>
-where
-    DB: sqlx::Database,
-    &'q String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    for b in binds {
-        q = q.bind(b);
+impl Store {
+    /// Every row of one lookup of a resolve, through the pool.
+    async fn lookup<O>(&self, l: &Lookup) -> Result<Vec<O>>
+    where
+        O: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + Send
+            + Unpin,
+    {
+        Ok(on_pool!(self, pool => {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(l.sql.as_str()));
+            for b in &l.binds {
+                q = q.bind(b);
+            }
+            q.fetch_all(pool).await?
+        }))
     }
-    q
 }
 
 #[cfg(test)]
