@@ -17,10 +17,10 @@ pub use store::{
 };
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt, MappingRow,
-    MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal, PageStats,
-    PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, Power, Powers,
-    ProposalFigures, ProposalFilter, ProposalRow, ProposalState, ProposalTarget, Resolution, Role,
-    SessionRow, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
+    MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal,
+    PING_IF_IDLE_FOR, PageStats, PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow,
+    Power, Powers, ProposalFigures, ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
+    Resolution, Role, SessionRow, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{

@@ -221,13 +221,19 @@ fn hit(r: &Row<'_>) -> rusqlite::Result<RawHit> {
 /// A key row; a role or powers that do not parse fail the read.
 fn key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
     let parsed = |i: &str, e: String| {
-        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{i}: {e}").into())
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("{i}: {e}").into(),
+        )
     };
     let role: String = r.get("role")?;
     let powers: String = r.get("powers")?;
     Ok(ApiKeyRow {
         role: role.parse().map_err(|e| parsed("role", format!("{e}")))?,
-        powers: powers.try_into().map_err(|e| parsed("powers", format!("{e}")))?,
+        powers: powers
+            .try_into()
+            .map_err(|e| parsed("powers", format!("{e}")))?,
         id: r.get("id")?,
         name: r.get("name")?,
         created_at: r.get("created_at")?,

@@ -141,3 +141,49 @@ async fn a_transaction_left_idle_is_ended_and_frees_its_rows() {
     let after = sqlx::query("SELECT 1").execute(&mut *lost).await;
     assert!(after.is_err(), "the idle session was ended");
 }
+
+/// A pooled connection is not pinged while in steady use, but one that sat
+/// idle `PING_IF_IDLE_FOR` is, so a connection the server cut meanwhile (a
+/// restart, a failover, an idle timeout on the way) is replaced before any
+/// statement sees it. Without the check the next statement would fail on
+/// the dead socket.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_connection_the_server_cut_is_replaced_before_use() {
+    use cmcp_registry::testing::postgres_admin_url;
+    use cmcp_registry::{PING_IF_IDLE_FOR, Store};
+
+    let Some(admin_url) = postgres_admin_url() else {
+        eprintln!("note: skipped: no PostgreSQL configured");
+        return;
+    };
+    let db = TestDb::postgres_on(&admin_url, None).await;
+    let Store::Postgres(pool) = &db.store else {
+        unreachable!("a PostgreSQL URL")
+    };
+    // Two pooled connections, both idle afterwards.
+    let (a, b) = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+    drop((a, b));
+    // A dropped connection goes back to the pool on a task of its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pool.num_idle() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idle connections to cut"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let other = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()) t",
+    )
+    .fetch_one(&other)
+    .await
+    .unwrap();
+    other.close().await;
+    assert!(cut >= 2, "the pool's connections were cut ({cut})");
+    tokio::time::sleep(PING_IF_IDLE_FOR + std::time::Duration::from_millis(200)).await;
+    for _ in 0..4 {
+        assert_eq!(db.store.key_by_hash("no-such-key").await.unwrap(), None);
+    }
+}
