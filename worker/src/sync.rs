@@ -13,14 +13,18 @@
 //! sightings with the run), so a run holds no set of the addresses it
 //! listed and its memory does not grow with the catalogue.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cmcp_connectors::{Connector, ConnectorError, HttpConfig, ListingReport, RetryIntent};
 use cmcp_domain::{
-    ConnectionStatus, RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceRecord,
+    ConnectionStatus, RiskCode, RiskNotice, RunFigures, RunOutcome, RunTrigger, SpaceAddress,
+    SpaceRecord,
 };
-use cmcp_registry::{Cipher, ConnectionRow, DriftKind, HoldRow, SpaceChange, Store};
+use cmcp_registry::{
+    Backend, Cipher, ConnectionRow, DriftKind, HoldRow, PageStats, SpaceChange, Store,
+};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tracing::{info, instrument, warn};
@@ -39,6 +43,11 @@ pub struct SyncConfig {
     pub lease_ttl: Duration,
     /// Pages read ahead of the registry writes.
     pub page_buffer: usize,
+    /// Pages applied at once on PostgreSQL, each in its own transaction
+    /// (SQLite has one writer: always 1). A page never overlaps an
+    /// earlier one still being applied that shares a space with it, so a
+    /// space's readings are applied in the order they were listed.
+    pub apply_in_flight: usize,
     /// The breaker: a complete listing that would mark more than this
     /// share of the connection's seen spaces missing marks nothing and
     /// holds the connection (see [`crate::breaker`]).
@@ -68,6 +77,7 @@ impl Default for SyncConfig {
         SyncConfig {
             lease_ttl: Duration::from_secs(60),
             page_buffer: 4,
+            apply_in_flight: 2,
             max_missing_fraction: 0.10,
             max_missing: 50,
             tombstone_after: 7,
@@ -463,6 +473,29 @@ async fn list_and_apply(
         ctx.sync.private_spaces_per_day,
     )
     .await?;
+    let lanes = match ctx.store.backend() {
+        Backend::Sqlite => 1,
+        Backend::Postgres => ctx.sync.apply_in_flight.max(1),
+    };
+    let mut applying: Lanes<Applying> = Lanes::new(lanes);
+    let mut settle = |done: Result<(PageStats, Vec<SpaceChange>)>,
+                      figures: &mut RunFigures,
+                      store_error: &mut Option<WorkerError>| match done {
+        Ok((stats, changes)) => {
+            if let Some(d) = drift.as_deref_mut() {
+                d.extend(changes);
+            }
+            figures.created += stats.created;
+            figures.updated += stats.updated;
+            figures.renamed += stats.renamed;
+            figures.unchanged += stats.unchanged;
+            figures.skipped_foreign += stats.skipped_foreign;
+            progress.note(figures);
+        }
+        Err(e) => {
+            store_error.get_or_insert(e);
+        }
+    };
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
         let page = match cap.as_mut() {
@@ -475,28 +508,33 @@ async fn list_and_apply(
             },
             None => page,
         };
-        match ctx
-            .store
-            .apply_listed_page(&connection.id, &connection.owner, run_id, &page)
-            .await
-        {
-            Ok((stats, changes)) => {
-                if let Some(d) = drift.as_deref_mut() {
-                    d.extend(changes);
-                }
-                figures.created += stats.created;
-                figures.updated += stats.updated;
-                figures.renamed += stats.renamed;
-                figures.unchanged += stats.unchanged;
-                figures.skipped_foreign += stats.skipped_foreign;
-                progress.note(figures);
-            }
-            Err(e) => {
-                // Stop reading: dropping the receiver ends the listing.
-                store_error = Some(e.into());
-                break;
-            }
+        let spaces: HashSet<SpaceAddress> = page.iter().map(|r| r.address.clone()).collect();
+        // Wait for a free lane, and for every earlier page that shares a
+        // space with this one, oldest first.
+        while let Some(a) = applying.before(&spaces) {
+            settle(a.finish(connection).await, figures, &mut store_error);
         }
+        if store_error.is_some() {
+            // Stop reading: dropping the receiver ends the listing.
+            break;
+        }
+        let (store, id, owner, run) = (
+            ctx.store.clone(),
+            connection.id.clone(),
+            connection.owner.clone(),
+            run_id.to_owned(),
+        );
+        let task = tokio::spawn(async move {
+            store
+                .apply_listed_page(&id, &owner, &run, &page)
+                .await
+                .map_err(WorkerError::from)
+        });
+        applying.start(spaces, Applying(task));
+    }
+    // Every page started is finished (or failed) before the run goes on.
+    while let Some(a) = applying.oldest() {
+        settle(a.finish(connection).await, figures, &mut store_error);
     }
     drop(rx);
     let (listed, connector) = listing.await.map_err(|e| WorkerError::Sync {
@@ -518,6 +556,55 @@ async fn list_and_apply(
         report
     });
     Ok((listed, connector))
+}
+
+/// A page being applied in a task of its own.
+struct Applying(tokio::task::JoinHandle<Result<(PageStats, Vec<SpaceChange>)>>);
+
+impl Applying {
+    async fn finish(self, connection: &ConnectionRow) -> Result<(PageStats, Vec<SpaceChange>)> {
+        self.0.await.map_err(|e| WorkerError::Sync {
+            connection_id: connection.id.clone(),
+            detail: format!("page apply task failed: {e}"),
+        })?
+    }
+}
+
+/// The pages being applied, oldest first, each with the spaces it holds.
+struct Lanes<T> {
+    limit: usize,
+    pages: VecDeque<(HashSet<SpaceAddress>, T)>,
+}
+
+impl<T> Lanes<T> {
+    fn new(limit: usize) -> Self {
+        Lanes {
+            limit: limit.max(1),
+            pages: VecDeque::with_capacity(limit.max(1)),
+        }
+    }
+
+    /// The oldest page to finish before a page holding `spaces` may
+    /// start: while every lane is taken, or while an earlier page still
+    /// being applied shares a space with it (its reading must land
+    /// first: the last reading of a space wins). `None`: start it now.
+    fn before(&mut self, spaces: &HashSet<SpaceAddress>) -> Option<T> {
+        let wait = self.pages.len() >= self.limit
+            || self.pages.iter().any(|(held, _)| !held.is_disjoint(spaces));
+        if wait {
+            self.pages.pop_front().map(|(_, page)| page)
+        } else {
+            None
+        }
+    }
+
+    fn start(&mut self, spaces: HashSet<SpaceAddress>, page: T) {
+        self.pages.push_back((spaces, page));
+    }
+
+    fn oldest(&mut self) -> Option<T> {
+        self.pages.pop_front().map(|(_, page)| page)
+    }
 }
 
 /// What a listing that returned means for the registry: only a complete
@@ -676,4 +763,51 @@ async fn finish(ctx: &SyncContext, run: Run, ending: Ending) -> Result<SyncOutco
             intent,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spaces(ids: &[u32]) -> HashSet<SpaceAddress> {
+        ids.iter()
+            .map(|i| format!("space:github-repo:github.com/{i}").parse().unwrap())
+            .collect()
+    }
+
+    /// Which pages must finish, oldest first, before one holding `ids`
+    /// starts.
+    fn waits_for(lanes: &mut Lanes<&'static str>, ids: &[u32]) -> Vec<&'static str> {
+        let held = spaces(ids);
+        std::iter::from_fn(|| lanes.before(&held)).collect()
+    }
+
+    #[test]
+    fn a_page_waits_for_a_free_lane_and_for_every_earlier_page_sharing_a_space() {
+        let mut lanes = Lanes::new(3);
+        assert!(waits_for(&mut lanes, &[1, 2]).is_empty());
+        lanes.start(spaces(&[1, 2]), "p1");
+        // Disjoint, and a lane is free: it runs beside p1.
+        assert!(waits_for(&mut lanes, &[3, 4]).is_empty());
+        lanes.start(spaces(&[3, 4]), "p2");
+        // Space 4 is still being written by p2: this page's reading of it
+        // lands after p2's, and p1, older still, finishes first.
+        assert_eq!(waits_for(&mut lanes, &[4, 5]), ["p1", "p2"]);
+        lanes.start(spaces(&[4, 5]), "p3");
+        assert!(waits_for(&mut lanes, &[6]).is_empty());
+        lanes.start(spaces(&[6]), "p4");
+        assert!(waits_for(&mut lanes, &[7]).is_empty());
+        lanes.start(spaces(&[7]), "p5");
+        // Every lane taken: the oldest finishes first, and only it.
+        assert_eq!(waits_for(&mut lanes, &[8]), ["p3"]);
+        lanes.start(spaces(&[8]), "p6");
+        assert_eq!(
+            std::iter::from_fn(|| lanes.oldest()).collect::<Vec<_>>(),
+            ["p4", "p5", "p6"]
+        );
+        // One lane (SQLite): strictly one page after another.
+        let mut one = Lanes::new(0);
+        one.start(spaces(&[1]), "a");
+        assert_eq!(waits_for(&mut one, &[2]), ["a"]);
+    }
 }
