@@ -498,6 +498,17 @@ async fn list_and_apply(
     };
     while let Some(page) = rx.recv().await {
         figures.items_seen += page.len() as u64;
+        let spaces: HashSet<SpaceAddress> = page.iter().map(|r| r.address.clone()).collect();
+        // Wait for a free lane, and for every earlier page that shares a
+        // space with this one, oldest first (the cap below then sees those
+        // spaces as they are, as it did when pages went one at a time).
+        while let Some(a) = applying.before(&spaces) {
+            settle(a.finish(connection).await, figures, &mut store_error);
+        }
+        if store_error.is_some() {
+            // Stop reading: dropping the receiver ends the listing.
+            break;
+        }
         let page = match cap.as_mut() {
             Some(cap) => match cap.admit(&ctx.store, page).await {
                 Ok(p) => p,
@@ -508,16 +519,6 @@ async fn list_and_apply(
             },
             None => page,
         };
-        let spaces: HashSet<SpaceAddress> = page.iter().map(|r| r.address.clone()).collect();
-        // Wait for a free lane, and for every earlier page that shares a
-        // space with this one, oldest first.
-        while let Some(a) = applying.before(&spaces) {
-            settle(a.finish(connection).await, figures, &mut store_error);
-        }
-        if store_error.is_some() {
-            // Stop reading: dropping the receiver ends the listing.
-            break;
-        }
         let (store, id, owner, run) = (
             ctx.store.clone(),
             connection.id.clone(),
