@@ -44,7 +44,9 @@ pub struct SyncConfig {
     /// Pages read ahead of the registry writes.
     pub page_buffer: usize,
     /// Pages applied at once on PostgreSQL, each in its own transaction
-    /// (SQLite has one writer: always 1). A page never overlaps an
+    /// (SQLite has one writer: always 1), while at most half of the pool
+    /// is in use (else 1, leaving connections to the rest of a busy
+    /// process). A page never overlaps an
     /// earlier one still being applied that shares a space with it, so a
     /// space's readings are applied in the order they were listed.
     pub apply_in_flight: usize,
@@ -502,6 +504,10 @@ async fn list_and_apply(
         // Wait for a free lane, and for every earlier page that shares a
         // space with this one, oldest first (the cap below then sees those
         // spaces as they are, as it did when pages went one at a time).
+        // A page takes a lane of its own only while the pool is mostly
+        // free: in a busy process (other syncs, deliveries) the pages go
+        // one at a time and leave the connections to the rest.
+        applying.limit = if ctx.store.mostly_free() { lanes } else { 1 };
         while let Some(a) = applying.before(&spaces) {
             settle(a.finish(connection).await, figures, &mut store_error);
         }

@@ -257,6 +257,22 @@ impl Store {
         }
     }
 
+    /// Whether at most half of the pool's connections are in use
+    /// (idle or not yet opened count as free): work that could take more
+    /// connections to go faster takes them only then, and leaves a busy
+    /// pool to the work that needs one.
+    pub fn mostly_free(&self) -> bool {
+        fn free<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> bool {
+            let max = pool.options().get_max_connections() as usize;
+            let in_use = (pool.size() as usize).saturating_sub(pool.num_idle());
+            in_use * 2 <= max
+        }
+        match self {
+            Store::Sqlite(pool) => free(pool),
+            Store::Postgres(pool) => free(pool),
+        }
+    }
+
     /// Apply the registry's migrations for this dialect (idempotent).
     pub async fn migrate(&self) -> Result<()> {
         match self {
