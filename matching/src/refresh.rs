@@ -181,6 +181,7 @@ pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<Pro
         after = Some(last);
     }
     figures.superseded += store.supersede_proposals_of_ineligible().await?;
+    store.analyze_proposals().await?;
     store.matching_done(head, &dirty).await?;
     store.matching_places_done(&places_version).await?;
     tracing::info!(
