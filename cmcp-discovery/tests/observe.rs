@@ -328,6 +328,22 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     }
     check_rules_with_promtool();
 
+    // Each process started itself again with two malloc arenas (the
+    // environment it was given had no limit), keeping its process id.
+    for (name, process) in [
+        ("worker", &worker),
+        ("serve", &serve),
+        ("gateway", &gateway),
+    ] {
+        let environ = std::fs::read(format!("/proc/{}/environ", process.0.id())).unwrap();
+        assert!(
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var == b"MALLOC_ARENA_MAX=2"),
+            "{name} runs with MALLOC_ARENA_MAX=2"
+        );
+    }
+
     // SIGTERM: /readyz 503 while draining (health and metrics still
     // answer), then a clean exit.
     for (name, process, addr) in [

@@ -30,6 +30,9 @@
 //! The machine's load average is printed with every row: on a loaded
 //! machine the ratios of one run are what counts, not the seconds.
 //!
+//! Every child runs with two malloc arenas, as the product's binary does
+//! (`CMCP_SYNC_BENCH_ARENAS=default` gives it glibc's default instead).
+//!
 //! Run: `cargo bench -p cmcp-tests --bench sync_bench`. Sizes:
 //! `CMCP_SYNC_BENCH_SIZES=10000,50000` (default `10000,50000,100000`).
 
@@ -62,6 +65,13 @@ fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
     let exe = std::env::current_exe().expect("own path");
     let mut cmd = Command::new(exe);
     cmd.env(child::MODE_ENV, mode);
+    // The allocator as the product's binary runs (it starts itself again
+    // with two malloc arenas unless the operator set a limit; see its
+    // `main.rs`). `CMCP_SYNC_BENCH_ARENAS=default` measures glibc's own.
+    match std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() {
+        Ok("default") => cmd.env_remove("MALLOC_ARENA_MAX"),
+        _ => cmd.env("MALLOC_ARENA_MAX", "2"),
+    };
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -113,8 +123,13 @@ async fn main() {
     let pg = cmcp_registry::testing::postgres_admin_url();
     let concurrency = child::http().max_concurrency;
     println!(
-        "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; load average {}",
+        "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; malloc arenas {}; load average {}",
         LATENCY.as_millis(),
+        if std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() == Ok("default") {
+            "glibc default"
+        } else {
+            "2, as the binary runs"
+        },
         load_average()
     );
     if pg.is_none() {

@@ -20,6 +20,8 @@ pub fn binary(dir: &Path, args: &[&str]) -> Command {
     ] {
         cmd.env_remove(format!("CMCP_DISCOVERY_{var}"));
     }
+    // The binary sets its own allocator limit (see `observe.rs`).
+    cmd.env_remove("MALLOC_ARENA_MAX");
     cmd
 }
 
