@@ -14,9 +14,9 @@ use clap::Parser;
 /// glibc's malloc gives threads that contend for it arenas of their own,
 /// up to eight per core, and an arena keeps what it freed. A sync's many
 /// short-lived allocations spread over the runtime's threads then leave
-/// the process larger the longer it runs (the 100,000-repo first sync
-/// peaked 21 % above the 10,000-repo one with the default; with two
-/// arenas the two sizes are within 8 %, `sync_bench`). The limit is read
+/// the process larger the longer it runs (`sync_bench`: the 100,000-repo
+/// first sync peaked 21 % above the 10,000-repo one with the default,
+/// 3–11 % above it with two arenas, medians of three). The limit is read
 /// from the environment when the process starts, so the process starts
 /// itself again with it, the same process id and arguments, unless the
 /// operator set one. A restart that fails goes on with the default.

@@ -68,10 +68,11 @@ fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
     // The allocator as the product's binary runs (it starts itself again
     // with two malloc arenas unless the operator set a limit; see its
     // `main.rs`). `CMCP_SYNC_BENCH_ARENAS=default` measures glibc's own.
-    match std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() {
-        Ok("default") => cmd.env_remove("MALLOC_ARENA_MAX"),
-        _ => cmd.env("MALLOC_ARENA_MAX", "2"),
-    };
+    if glibc_arenas() {
+        cmd.env_remove("MALLOC_ARENA_MAX");
+    } else {
+        cmd.env("MALLOC_ARENA_MAX", "2");
+    }
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -87,6 +88,11 @@ fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
         .find_map(|l| l.strip_prefix("RESULT "))
         .unwrap_or_else(|| panic!("child {mode} said no RESULT: {stdout}"));
     serde_json::from_str(line).expect("child RESULT json")
+}
+
+/// `CMCP_SYNC_BENCH_ARENAS=default`: children get glibc's own arenas.
+fn glibc_arenas() -> bool {
+    std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() == Ok("default")
 }
 
 fn mib(kib: &serde_json::Value) -> f64 {
@@ -125,7 +131,7 @@ async fn main() {
     println!(
         "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; malloc arenas {}; load average {}",
         LATENCY.as_millis(),
-        if std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() == Ok("default") {
+        if glibc_arenas() {
             "glibc default"
         } else {
             "2, as the binary runs"

@@ -105,6 +105,11 @@ impl Store {
         }
     }
 
+    /// [`Store::eligible`] when `eligible`, else no filter.
+    fn filter(&self, eligible: bool) -> &'static str {
+        if eligible { self.eligible() } else { "1 = 1" }
+    }
+
     /// Every company space that is not tombstoned, for the full recompute.
     pub async fn match_spaces(&self) -> Result<Vec<MatchSpaceRow>> {
         let sql = format!(
@@ -137,7 +142,7 @@ impl Store {
         addresses: &[String],
         eligible: bool,
     ) -> Result<Vec<MatchSpaceRow>> {
-        let filter = if eligible { self.eligible() } else { "1 = 1" };
+        let filter = self.filter(eligible);
         let sql = format!(
             "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
              WHERE s.address IN ({{in}}) AND {filter}"
@@ -151,7 +156,7 @@ impl Store {
         containers: &[String],
         eligible: bool,
     ) -> Result<Vec<MatchSpaceRow>> {
-        let filter = if eligible { self.eligible() } else { "1 = 1" };
+        let filter = self.filter(eligible);
         let sql = format!(
             "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
              WHERE s.container IN ({{in}}) AND {filter}"
@@ -170,7 +175,9 @@ impl Store {
     /// children read, not the registry. `CROSS JOIN` is an inner join
     /// with its condition in `WHERE` in both dialects, and keeps SQLite's
     /// planner (which has no statistics) from starting at every alias of a
-    /// kind instead of the child's own.
+    /// kind instead of the child's own. The sharing space `o` is reached by
+    /// its primary key, so its company test is written plainly: with the
+    /// `+` of [`ELIGIBLE_SQLITE`] SQLite picked that bad order again.
     pub async fn match_telling_children_of(
         &self,
         containers: &[String],
@@ -268,7 +275,7 @@ impl Store {
         values: &[String],
         eligible: bool,
     ) -> Result<Vec<SharingRow>> {
-        let filter = if eligible { self.eligible() } else { "1 = 1" };
+        let filter = self.filter(eligible);
         let mut out = Vec::new();
         for chunk in values.chunks(CHUNK) {
             let sql = format!(
