@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use cmcp_registry::cipher::MASTER_KEY_ENV;
-use cmcp_registry::{Cipher, MissingKey, Store, StoreOptions};
+use cmcp_registry::{Cipher, MissingKey, Store};
 use cmcp_worker::{
     Queue, ScheduleSettings, SyncConnection, SyncContext, UpkeepSettings, WorkerOptions,
     WorkerState,
@@ -27,7 +27,11 @@ impl App {
     /// SQLite a key file is created only together with a new database. A
     /// key that does not open the store fails here, naming where it came
     /// from, instead of at the first sync.
-    pub async fn open(cfg: Config) -> Result<App> {
+    ///
+    /// `keep` opens the store's pool whole and keeps it (`serve`, `worker`,
+    /// `gateway`: see `[store] min_connections`); a one-shot command opens
+    /// connections as it needs them.
+    pub async fn open(cfg: Config, keep: bool) -> Result<App> {
         let url = cfg.database_url();
         if url.starts_with("sqlite:") {
             std::fs::create_dir_all(&cfg.data_dir).with_context(|| {
@@ -37,7 +41,7 @@ impl App {
                 )
             })?;
         }
-        let store = Store::connect(&url, &StoreOptions::default())
+        let store = Store::connect(&url, &cfg.store.options(keep))
             .await
             .context(
                 "cannot open the registry (check --database-url / CMCP_DISCOVERY_DATABASE_URL)",

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use cmcp_connectors::HttpConfig;
+use cmcp_registry::StoreOptions;
 use cmcp_worker::{QueueConfig, ReconcileConfig, RetentionConfig, SyncConfig};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
@@ -61,6 +62,8 @@ pub struct Config {
     /// `tracing` filter, e.g. `info` or `cmcp_worker=debug,info`.
     pub log: String,
     pub log_format: LogFormat,
+    /// The pool each process keeps to the registry.
+    pub store: StoreConfig,
     pub http: HttpConfig,
     pub queue: QueueConfig,
     pub sync: SyncConfig,
@@ -99,6 +102,7 @@ impl Default for Config {
             metrics_sample_every: std::time::Duration::from_secs(15),
             log: "info".to_owned(),
             log_format: LogFormat::Text,
+            store: StoreConfig::default(),
             http: HttpConfig::default(),
             queue: QueueConfig::default(),
             sync: SyncConfig::default(),
@@ -108,6 +112,70 @@ impl Default for Config {
             gateway: cmcp_webhook_gateway::GatewayConfig::default(),
             drive_channels_every: std::time::Duration::from_secs(600),
             api_key_cache: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// `[store]`: the pool of connections each process keeps to the registry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// At most this many connections per process (each fleet member has
+    /// its own pool: the server must allow the sum).
+    pub max_connections: u32,
+    /// Connections `serve`, `worker` and `gateway` open at start and keep
+    /// (at most `max_connections`); a one-shot command opens one. A burst
+    /// then never waits for a new connection, and a connection closed at
+    /// the end of its life is replaced in the background.
+    pub min_connections: u32,
+    /// How long a statement may wait for a connection (and a connection to
+    /// open) before it fails.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub connect_timeout: std::time::Duration,
+    /// PostgreSQL ends a session whose transaction sat idle this long (a
+    /// holder that lost it); `0s` keeps the server's setting.
+    #[serde(with = "cmcp_connectors::common::config::duration_text")]
+    pub idle_in_transaction_timeout: std::time::Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        let d = StoreOptions::default();
+        StoreConfig {
+            max_connections: d.max_connections,
+            min_connections: d.min_connections,
+            connect_timeout: d.connect_timeout,
+            idle_in_transaction_timeout: d.idle_in_transaction_timeout,
+        }
+    }
+}
+
+impl StoreConfig {
+    fn validate(&self) -> Result<()> {
+        if self.max_connections == 0 {
+            anyhow::bail!("max_connections must be at least 1");
+        }
+        if self.min_connections > self.max_connections {
+            anyhow::bail!(
+                "min_connections ({}) is more than max_connections ({})",
+                self.min_connections,
+                self.max_connections
+            );
+        }
+        if self.connect_timeout.is_zero() {
+            anyhow::bail!("connect_timeout must be more than zero");
+        }
+        Ok(())
+    }
+
+    /// The pool of a long-running process (`keep` true: its connections
+    /// opened now and kept), or of a one-shot command (opened as needed).
+    pub fn options(&self, keep: bool) -> StoreOptions {
+        StoreOptions {
+            max_connections: self.max_connections,
+            min_connections: if keep { self.min_connections } else { 0 },
+            connect_timeout: self.connect_timeout,
+            idle_in_transaction_timeout: self.idle_in_transaction_timeout,
         }
     }
 }
@@ -173,6 +241,12 @@ impl Config {
                 source_of(figment, "log")
             );
         }
+        cfg.store.validate().with_context(|| {
+            format!(
+                "invalid configuration: [store] settings ({})",
+                source_of(figment, "store")
+            )
+        })?;
         cfg.http.validate().with_context(|| {
             format!(
                 "invalid configuration: [http] settings ({})",
@@ -449,6 +523,31 @@ mod tests {
         Jail::expect_with(|_jail| {
             let err = Config::load(&flags).unwrap_err().to_string();
             assert!(err.contains("flag --log"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_store_pool_that_cannot_be_kept_is_refused_and_one_shot_commands_keep_none() {
+        Jail::expect_with(|jail| {
+            jail.set_env("CMCP_DISCOVERY_STORE__MAX_CONNECTIONS", "4");
+            jail.set_env("CMCP_DISCOVERY_STORE__MIN_CONNECTIONS", "5");
+            let err = Config::load(&Overrides::default()).unwrap_err();
+            let err = format!("{err:#}");
+            assert!(err.contains("[store]"), "{err}");
+            assert!(
+                err.contains("min_connections (5) is more than max_connections (4)"),
+                "{err}"
+            );
+            jail.set_env("CMCP_DISCOVERY_STORE__MIN_CONNECTIONS", "3");
+            let cfg = Config::load(&Overrides::default()).unwrap();
+            assert_eq!(cfg.store.options(true).min_connections, 3);
+            assert_eq!(cfg.store.options(false).min_connections, 0);
+            assert_eq!(cfg.store.options(false).max_connections, 4);
+            jail.set_env("CMCP_DISCOVERY_STORE__MAX_CONNECTIONS", "0");
+            jail.set_env("CMCP_DISCOVERY_STORE__MIN_CONNECTIONS", "0");
+            let err = format!("{:#}", Config::load(&Overrides::default()).unwrap_err());
+            assert!(err.contains("max_connections must be at least 1"), "{err}");
             Ok(())
         });
     }

@@ -41,7 +41,8 @@ pub async fn run(mut cfg: Config, repos: usize) -> Result<()> {
     cfg.http.backoff_max = Duration::from_millis(500);
     cfg.http.per_page = 10;
     cfg.queue.poll_interval = Duration::from_millis(100);
-    let app = App::open(cfg).await?;
+    // A one-shot command: its pool opens connections as it needs them.
+    let app = App::open(cfg, false).await?;
     let sims = start_sims(repos).await?;
     println!("== simulated upstreams on loopback:");
     println!(

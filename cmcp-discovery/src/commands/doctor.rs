@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use cmcp_registry::cipher::MASTER_KEY_ENV;
-use cmcp_registry::{Cipher, MissingKey, Store, StoreOptions};
+use cmcp_registry::{Cipher, MissingKey, Store};
 use serde::Serialize;
 
 use crate::config::Config;
@@ -83,7 +83,7 @@ pub async fn checks(cfg: &Config) -> Vec<Check> {
         ));
         return out;
     }
-    let store = match Store::connect(&url, &StoreOptions::default()).await {
+    let store = match Store::connect(&url, &cfg.store.options(false)).await {
         Ok(s) => s,
         Err(e) => {
             out.push(fail(

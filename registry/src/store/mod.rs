@@ -146,6 +146,17 @@ pub(crate) use {in_tx, on_pool};
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub max_connections: u32,
+    /// Connections opened with the pool and kept open (at most
+    /// `max_connections`): a connection closed at the end of its lifetime
+    /// or by an error is replaced in the background. A burst of requests
+    /// then never waits for a connection to be opened: on PostgreSQL that
+    /// is a new server process whose first statements also load its
+    /// catalogue caches and are parsed again. A pool filled on demand
+    /// stalled the requests queued behind it by 10-60 ms, and that was
+    /// most of the resolve p99 of a server at 2,000 requests a second.
+    /// Zero opens connections only as they are asked for (one-shot
+    /// commands, tests).
+    pub min_connections: u32,
     pub connect_timeout: Duration,
     /// PostgreSQL ends a session whose transaction sits idle this long
     /// (`idle_in_transaction_session_timeout`; zero leaves the server's
@@ -161,6 +172,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             max_connections: 10,
+            min_connections: 10,
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(60),
         }
@@ -212,6 +224,7 @@ impl Store {
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
+                .min_connections(options.min_connections.min(options.max_connections))
                 .acquire_timeout(options.connect_timeout.max(Duration::from_secs(10)))
                 .connect_with(opts)
                 .await
@@ -237,6 +250,7 @@ impl Store {
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
+                .min_connections(options.min_connections.min(options.max_connections))
                 .acquire_timeout(options.connect_timeout)
                 .connect_with(opts)
                 .await
@@ -254,6 +268,14 @@ impl Store {
         match self {
             Store::Sqlite(_) => Backend::Sqlite,
             Store::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Connections the pool holds open now, idle or in use.
+    pub fn open_connections(&self) -> u32 {
+        match self {
+            Store::Sqlite(pool) => pool.size(),
+            Store::Postgres(pool) => pool.size(),
         }
     }
 

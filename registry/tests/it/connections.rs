@@ -9,7 +9,35 @@ use crate::support::{TOKEN, add_connection};
 both_backends!(
     connection_token_is_sealed_and_opens,
     duplicate_and_invalid_connections_are_refused,
+    a_kept_pool_is_open_before_the_first_statement,
 );
+
+/// `min_connections` are opened by `connect`, before any statement asks
+/// for one (a burst must not wait for a new server process); never more
+/// than `max_connections`; none kept opens only the one `connect` checks.
+async fn a_kept_pool_is_open_before_the_first_statement(db: TestDb) {
+    use cmcp_registry::{Store, StoreOptions};
+
+    let open = |min, max| {
+        let url = db.url.clone();
+        async move {
+            let options = StoreOptions {
+                max_connections: max,
+                min_connections: min,
+                ..StoreOptions::default()
+            };
+            Store::connect(&url, &options).await.unwrap()
+        }
+    };
+    assert_eq!(StoreOptions::default().min_connections, 10);
+    let kept = open(3, 4).await;
+    assert_eq!(kept.open_connections(), 3);
+    // In use, the kept ones are shared before a fourth is opened.
+    assert_eq!(kept.key_by_hash("no-such-key").await.unwrap(), None);
+    assert_eq!(kept.open_connections(), 3);
+    assert_eq!(open(8, 2).await.open_connections(), 2);
+    assert_eq!(open(0, 4).await.open_connections(), 1);
+}
 
 async fn connection_token_is_sealed_and_opens(db: TestDb) {
     add_connection(&db.store, "gh-acme", Owner::Company).await;
