@@ -170,6 +170,17 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// `serve`, `worker` and `gateway`: the commands that run until they
+    /// are stopped (the rest do one thing and exit).
+    pub fn is_long_running(&self) -> bool {
+        matches!(
+            self,
+            Command::Serve { .. } | Command::Worker { .. } | Command::Gateway { .. }
+        )
+    }
+}
+
 /// `connection add`: the platform's arguments, and how to print the result.
 #[derive(Debug, Args)]
 pub struct AddArgs {

@@ -329,18 +329,29 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     check_rules_with_promtool();
 
     // Each process started itself again with two malloc arenas (the
-    // environment it was given had no limit), keeping its process id.
+    // environment it was given had no limit), keeping its process id, its
+    // binary and the name it was started by.
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_cmcp-discovery")).unwrap();
     for (name, process) in [
         ("worker", &worker),
         ("serve", &serve),
         ("gateway", &gateway),
     ] {
-        let environ = std::fs::read(format!("/proc/{}/environ", process.0.id())).unwrap();
+        let pid = process.0.id();
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         assert!(
             environ
                 .split(|b| *b == 0)
                 .any(|var| var == b"MALLOC_ARENA_MAX=2"),
             "{name} runs with MALLOC_ARENA_MAX=2"
+        );
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert_eq!(exe, binary, "{name} runs the binary it was started from");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let arg0 = cmdline.split(|b| *b == 0).next().unwrap();
+        assert_ne!(
+            arg0, b"/proc/self/exe",
+            "{name} keeps the name it was started by"
         );
     }
 

@@ -95,11 +95,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         #[cfg(feature = "demo")]
         Command::Demo { repos } => demo::run(cfg, repos).await,
         command => {
-            let long_running = matches!(
-                command,
-                Command::Serve { .. } | Command::Worker { .. } | Command::Gateway { .. }
-            );
-            let app = App::open(cfg, long_running).await?;
+            let app = App::open(cfg, command.is_long_running()).await?;
             match command {
                 Command::Serve { .. } => serve::serve(&app).await,
                 Command::Worker { .. } => serve::worker(&app).await,
