@@ -33,6 +33,9 @@
 //! Every child runs with two malloc arenas, as the product's binary does
 //! (`CMCP_SYNC_BENCH_ARENAS=default` gives it glibc's default instead).
 //!
+//! `CMCP_SYNC_BENCH_WRAP` runs each child under a profiler (see
+//! [`child`]).
+//!
 //! Run: `cargo bench -p cmcp-tests --bench sync_bench`. Sizes:
 //! `CMCP_SYNC_BENCH_SIZES=10000,50000` (default `10000,50000,100000`).
 
@@ -61,9 +64,28 @@ fn load_average() -> String {
 
 /// Runs this binary as a child in `mode` with `envs`, and returns its
 /// `RESULT` line.
+///
+/// `CMCP_SYNC_BENCH_WRAP` runs each child under a command, as in
+/// `CMCP_SYNC_BENCH_WRAP='heaptrack -o /tmp/sync-%m'` (`%m` becomes the
+/// mode, `%n` a count of the children started), to profile what a sync
+/// keeps in memory; its peak RSS then includes the wrapper's own.
 fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let exe = std::env::current_exe().expect("own path");
-    let mut cmd = Command::new(exe);
+    let wrap: Vec<String> = std::env::var("CMCP_SYNC_BENCH_WRAP")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|w| w.replace("%m", mode).replace("%n", &n.to_string()))
+        .collect();
+    let mut cmd = match wrap.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
     cmd.env(child::MODE_ENV, mode);
     // The allocator as the product's binary runs (it starts itself again
     // with two malloc arenas unless the operator set a limit; see its
