@@ -71,30 +71,149 @@ fn cache_key(url: &Url) -> String {
     format!("{CACHE_FORMAT} {url}")
 }
 
-/// A page reduced to the fields the mapping reads: a repository object has
-/// about a hundred fields (some 5 KB), so a full page is ~10 times larger
-/// than what a 304 needs to stand in for it.
-fn compact(items: &[serde_json::Value]) -> String {
-    fn keep(v: &serde_json::Value, fields: &[&str]) -> serde_json::Value {
-        match v {
-            serde_json::Value::Object(map) => serde_json::Value::Object(
-                map.iter()
-                    .filter(|(k, _)| fields.contains(&k.as_str()))
-                    .map(|(k, v)| {
-                        let v = if k == "owner" {
-                            keep(v, OWNER_FIELDS)
-                        } else {
-                            v.clone()
-                        };
-                        (k.clone(), v)
-                    })
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
+/// A page as cached: the items already reduced to the fields the mapping
+/// reads (a repository object has about a hundred fields, some 5 KB, so a
+/// full page is ~10 times larger than what a 304 needs to stand in for it).
+fn compact(items: &[Kept]) -> String {
+    serde_json::to_string(items).unwrap_or_default()
+}
+
+/// One item of a listing page, decoded keeping only [`REPO_FIELDS`] (and
+/// the owner's [`OWNER_FIELDS`]): the other fields are skipped by the
+/// parser without being built, so a page costs a tenth of the allocations
+/// and memory of a whole `serde_json::Value` per repository. An item that
+/// is not an object is kept as it came, and the mapping refuses it on its
+/// own, as any malformed item.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+struct Kept(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for Kept {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Kept, D::Error> {
+        d.deserialize_any(KeptVisitor(REPO_FIELDS)).map(Kept)
     }
-    let kept: Vec<serde_json::Value> = items.iter().map(|i| keep(i, REPO_FIELDS)).collect();
-    serde_json::to_string(&kept).unwrap_or_default()
+}
+
+/// Builds a `serde_json::Value`, keeping of an object only the `.0`
+/// fields (and of its `owner`, only [`OWNER_FIELDS`]).
+struct KeptVisitor(&'static [&'static str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeptVisitor {
+    type Value = serde_json::Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<serde_json::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// An object's key: the kept field it names, or none (nothing allocated
+/// for a key that is skipped).
+struct FieldName(&'static [&'static str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldName {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Option<&'static str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FieldName {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Option<&'static str>, E> {
+        Ok(self.0.iter().find(|f| **f == v).copied())
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeptVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<serde_json::Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        while let Some(key) = map.next_key_seed(FieldName(self.0))? {
+            match key {
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+                Some("owner") => {
+                    let owner = map.next_value_seed(KeptVisitor(OWNER_FIELDS))?;
+                    kept.insert("owner".to_owned(), owner);
+                }
+                Some(name) => {
+                    kept.insert(name.to_owned(), map.next_value()?);
+                }
+            }
+        }
+        Ok(serde_json::Value::Object(kept))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<serde_json::Value, A::Error> {
+        let mut all = Vec::new();
+        while let Some(v) = seq.next_element()? {
+            all.push(v);
+        }
+        Ok(serde_json::Value::Array(all))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_str<E>(self, v: &str) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E>(self, v: String) -> std::result::Result<serde_json::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_none<E>(self) -> std::result::Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<serde_json::Value, D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
 /// One page read and mapped.
@@ -488,7 +607,7 @@ impl GithubConnector {
         };
         let http = self.client.http();
         let answer = http
-            .get_json_conditional::<Vec<serde_json::Value>>(
+            .get_json_conditional::<Vec<Kept>>(
                 url,
                 counters,
                 cached.as_ref().map(|c| c.etag.as_str()),
@@ -528,14 +647,12 @@ impl GithubConnector {
                 {
                     cache.touch(&key).await;
                 }
-                let items = match serde_json::from_str::<Vec<serde_json::Value>>(&cached.body) {
+                let items = match serde_json::from_str::<Vec<Kept>>(&cached.body) {
                     Ok(items) => items,
                     Err(e) => {
                         // A cached body that no longer parses: read it afresh.
                         tracing::warn!(page = number, error = %e, "cached page unreadable; fetching in full");
-                        let fetched = http
-                            .get_json::<Vec<serde_json::Value>>(url, counters)
-                            .await?;
+                        let fetched = http.get_json::<Vec<Kept>>(url, counters).await?;
                         counters.page();
                         let page = self.map_page(
                             number,
@@ -581,7 +698,7 @@ impl GithubConnector {
     fn map_page(
         &self,
         number: u32,
-        items: Vec<serde_json::Value>,
+        items: Vec<Kept>,
         headers: HeaderMap,
         url: Url,
         host: &str,
@@ -592,7 +709,7 @@ impl GithubConnector {
         let mut roots = Vec::new();
         let mut writable = Writable::default();
         for (i, item) in items.into_iter().enumerate() {
-            let repo = match serde_json::from_value::<model::Repo>(item) {
+            let repo = match serde_json::from_value::<model::Repo>(item.0) {
                 Ok(r) => r,
                 Err(e) => {
                     failures.push(format!("page {number}: item {}: {e}", i + 1));
@@ -629,6 +746,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_page_is_decoded_keeping_only_what_the_mapping_reads() {
+        let body = br#"[{"id": 7, "hooks_url": "x", "topics": ["a", {"b": null}], "owner": {"login": "acme", "avatar_url": "y", "id": 9}, "name": "api\u00e9"}, 42, "text", null, [1]]"#;
+        let items: Vec<Kept> = serde_json::from_slice(body).unwrap();
+        let items: Vec<serde_json::Value> = items.into_iter().map(|k| k.0).collect();
+        assert_eq!(
+            items,
+            vec![
+                serde_json::json!({"id": 7, "owner": {"login": "acme", "id": 9}, "name": "api\u{e9}"}),
+                serde_json::json!(42),
+                serde_json::json!("text"),
+                serde_json::Value::Null,
+                serde_json::json!([1]),
+            ]
+        );
+        assert!(serde_json::from_slice::<Vec<Kept>>(br#"[{"id": 7,}]"#).is_err());
+    }
+
+    #[test]
     fn a_compacted_page_keeps_exactly_what_the_mapping_reads() {
         let item = serde_json::json!({
             "id": 7, "node_id": "R_7", "name": "api", "full_name": "acme/api",
@@ -638,7 +773,8 @@ mod tests {
             "archived": false, "visibility": "private", "hooks_url": "https://api.github.com/x",
             "description": "dropped"
         });
-        let text = compact(std::slice::from_ref(&item));
+        let kept: Kept = serde_json::from_value(item.clone()).unwrap();
+        let text = compact(std::slice::from_ref(&kept));
         assert!(
             !text.contains("hooks_url") && !text.contains("avatar_url"),
             "{text}"
