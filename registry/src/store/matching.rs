@@ -110,20 +110,12 @@ impl Store {
         if eligible { self.eligible() } else { "1 = 1" }
     }
 
-    /// [`Store::match_spaces_at`]'s statement, `{in}` for the list.
-    fn spaces_at_sql(&self, eligible: bool) -> String {
+    /// The spaces whose `column` (`address` for [`Store::match_spaces_at`],
+    /// `container` for [`Store::match_children_of`]) is in the list, `{in}`.
+    fn spaces_in_sql(&self, column: &str, eligible: bool) -> String {
         format!(
             "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
-             WHERE s.address IN ({{in}}) AND {}",
-            self.filter(eligible)
-        )
-    }
-
-    /// [`Store::match_children_of`]'s statement, `{in}` for the list.
-    fn children_of_sql(&self, eligible: bool) -> String {
-        format!(
-            "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
-             WHERE s.container IN ({{in}}) AND {}",
+             WHERE s.{column} IN ({{in}}) AND {}",
             self.filter(eligible)
         )
     }
@@ -184,7 +176,7 @@ impl Store {
         addresses: &[String],
         eligible: bool,
     ) -> Result<Vec<MatchSpaceRow>> {
-        let sql = self.spaces_at_sql(eligible);
+        let sql = self.spaces_in_sql("address", eligible);
         Ok(fetch_chunks!(self, MatchSpaceRow, sql, addresses))
     }
 
@@ -194,7 +186,7 @@ impl Store {
         containers: &[String],
         eligible: bool,
     ) -> Result<Vec<MatchSpaceRow>> {
-        let sql = self.children_of_sql(eligible);
+        let sql = self.spaces_in_sql("container", eligible);
         Ok(fetch_chunks!(self, MatchSpaceRow, sql, containers))
     }
 
@@ -481,10 +473,14 @@ mod tests {
         let db = TestDb::sqlite().await;
         let store = &db.store;
         for (what, sql, start) in [
-            ("spaces at", store.spaces_at_sql(true), "(address=?)"),
+            (
+                "spaces at",
+                store.spaces_in_sql("address", true),
+                "(address=?)",
+            ),
             (
                 "children of",
-                store.children_of_sql(true),
+                store.spaces_in_sql("container", true),
                 "spaces_by_container (container=?)",
             ),
             (
