@@ -389,7 +389,7 @@ async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
     );
     // Served as `serve` opens its store: the pool opened whole at start
     // (the test database's pool opens connections as they are asked for).
-    let store = &Store::connect(&db.url, &StoreOptions::default())
+    let store = &Store::connect(&db.url, &StoreOptions::kept())
         .await
         .unwrap();
     let srv = serve(store).await;

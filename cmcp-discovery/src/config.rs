@@ -140,7 +140,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        let d = StoreOptions::default();
+        let d = StoreOptions::kept();
         StoreConfig {
             max_connections: d.max_connections,
             min_connections: d.min_connections,

@@ -236,6 +236,25 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
         )
         .await;
     }
+    // Each long-running process opened its whole pool at start (`[store]
+    // min_connections`, ten), before any burst could ask for it.
+    if let Some(db) = &db {
+        let cmcp_registry::Store::Postgres(pool) = &db.store else {
+            unreachable!("a PostgreSQL test database")
+        };
+        let kept = cmcp_registry::StoreOptions::kept().min_connections as i64;
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert!(
+            open >= 3 * kept,
+            "{open} connections open, not {kept} for each of 3 processes"
+        );
+    }
     let hook = format!("http://{serve_addr}/hooks/github/github-acme");
     let (_, worker_404) = get(&client, &format!("http://{worker_addr}/admin"))
         .await

@@ -23,15 +23,6 @@ pub mod fuzz;
 use crate::cipher::Cipher;
 use crate::store::{Store, StoreOptions};
 
-/// A test store's pool: connections opened as asked for, since many test
-/// databases are open at once.
-const TEST_OPTIONS: StoreOptions = StoreOptions {
-    max_connections: 10,
-    min_connections: 0,
-    connect_timeout: Duration::from_secs(5),
-    idle_in_transaction_timeout: Duration::from_secs(60),
-};
-
 /// Expand each named `async fn(TestDb)` of the invoking module into a
 /// SQLite test and a PostgreSQL test (`<module>::sqlite::<name>`,
 /// `<module>::postgres::<name>`). Without a configured server the
@@ -112,7 +103,7 @@ impl TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("registry.db");
         let url = format!("sqlite://{}", path.display());
-        let store = Store::connect(&url, &TEST_OPTIONS)
+        let store = Store::connect(&url, &StoreOptions::default())
             .await
             .expect("open sqlite");
         match version {
@@ -165,8 +156,9 @@ impl TestDb {
         let store = Store::connect(
             &url,
             &StoreOptions {
+                max_connections: 10,
                 connect_timeout: Duration::from_secs(10),
-                ..TEST_OPTIONS
+                ..StoreOptions::default()
             },
         )
         .await

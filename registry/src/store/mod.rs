@@ -147,15 +147,8 @@ pub(crate) use {in_tx, on_pool};
 pub struct StoreOptions {
     pub max_connections: u32,
     /// Connections opened with the pool and kept open (at most
-    /// `max_connections`): a connection closed at the end of its lifetime
-    /// or by an error is replaced in the background. A burst of requests
-    /// then never waits for a connection to be opened: on PostgreSQL that
-    /// is a new server process whose first statements also load its
-    /// catalogue caches and are parsed again. A pool filled on demand
-    /// stalled the requests queued behind it by 10-60 ms, and that was
-    /// most of the resolve p99 of a server at 2,000 requests a second.
-    /// Zero opens connections only as they are asked for (one-shot
-    /// commands, tests).
+    /// `max_connections`; see [`StoreOptions::kept`]). Zero, the default,
+    /// opens connections only as they are asked for.
     pub min_connections: u32,
     pub connect_timeout: Duration,
     /// PostgreSQL ends a session whose transaction sits idle this long
@@ -172,9 +165,27 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             max_connections: 10,
-            min_connections: 10,
+            min_connections: 0,
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The pool of a long-running process: every connection opened with
+    /// the pool and kept, one closed at the end of its lifetime or by an
+    /// error replaced in the background. A burst of requests then never
+    /// waits for a connection to be opened: on PostgreSQL that is a new
+    /// server process whose first statements also load its catalogue
+    /// caches and are parsed again. A pool filled on demand stalled the
+    /// requests queued behind it by 10-60 ms, and that was most of the
+    /// resolve p99 of a server at 2,000 requests a second.
+    pub fn kept() -> StoreOptions {
+        let d = StoreOptions::default();
+        StoreOptions {
+            min_connections: d.max_connections,
+            ..d
         }
     }
 }
@@ -209,6 +220,7 @@ impl Store {
     /// `postgres://…` / `postgresql://…`. Does not migrate.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store> {
         let shown = redact_url(url);
+        let min_connections = options.min_connections.min(options.max_connections);
         if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)
                 .map_err(|e| RegistryError::Unreachable {
@@ -224,7 +236,7 @@ impl Store {
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
-                .min_connections(options.min_connections.min(options.max_connections))
+                .min_connections(min_connections)
                 .acquire_timeout(options.connect_timeout.max(Duration::from_secs(10)))
                 .connect_with(opts)
                 .await
@@ -250,7 +262,7 @@ impl Store {
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(options.max_connections)
-                .min_connections(options.min_connections.min(options.max_connections))
+                .min_connections(min_connections)
                 .acquire_timeout(options.connect_timeout)
                 .connect_with(opts)
                 .await

@@ -29,7 +29,11 @@ async fn a_kept_pool_is_open_before_the_first_statement(db: TestDb) {
             Store::connect(&url, &options).await.unwrap()
         }
     };
-    assert_eq!(StoreOptions::default().min_connections, 10);
+    // A long-running process keeps its whole pool; by default (one-shot
+    // commands, tools) connections open as they are asked for.
+    let kept = StoreOptions::kept();
+    assert_eq!(kept.min_connections, kept.max_connections);
+    assert_eq!(StoreOptions::default().min_connections, 0);
     let kept = open(3, 4).await;
     assert_eq!(kept.open_connections(), 3);
     // In use, the kept ones are shared before a fourth is opened.

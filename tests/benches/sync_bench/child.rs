@@ -130,7 +130,8 @@ async fn sync() -> serde_json::Value {
         &StoreOptions {
             max_connections: 10,
             connect_timeout: Duration::from_secs(10),
-            ..StoreOptions::default()
+            // As a worker keeps its pool.
+            ..StoreOptions::kept()
         },
     )
     .await
