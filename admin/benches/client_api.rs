@@ -111,7 +111,7 @@ async fn seed_spaces(store: &Store, n: u64) {
         store.apply_page(conn, owner, &page).await.unwrap();
         i += 1000;
     }
-    analyze(store).await;
+    settle_after_load(store).await;
 }
 
 /// PostgreSQL as a running fleet has it after a bulk load, once
@@ -131,7 +131,7 @@ async fn seed_spaces(store: &Store, n: u64) {
 /// STAT4, and with its samples present a statement whose binds could
 /// change its plan is compiled again on every execution (every resolve
 /// would be parsed and planned anew).
-async fn analyze(store: &Store) {
+async fn settle_after_load(store: &Store) {
     if let Store::Postgres(pool) = store {
         for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
             sqlx::query(sql).execute(pool).await.unwrap();
@@ -139,9 +139,20 @@ async fn analyze(store: &Store) {
     }
 }
 
+/// The spellings [`fingerprint`] takes in turn, for the bench's lines.
+const SPELLINGS: [&str; 5] = [
+    "https URL .git",
+    "scp remote",
+    "www URL in the tree",
+    "full name",
+    "address",
+];
+
+/// The `i`th fingerprint: spelling `i % 5` (see [`SPELLINGS`]) of space
+/// `i % n + 1`, URL-encoded.
 fn fingerprint(i: u64, n: u64) -> String {
     let id = i % n + 1;
-    let raw = match i % 5 {
+    let raw = match i % SPELLINGS.len() as u64 {
         0 => format!("https://github.com/acme/repo-{id}.git"),
         1 => format!("git@github.com:acme/repo-{id}.git"),
         2 => format!("https://www.github.com/acme/repo-{id}/tree/main/src"),
@@ -433,9 +444,10 @@ async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
     let reads = cmcp_registry::InlineReads::of(store);
     let bob = cmcp_registry::Viewer::Person("bob".into());
     let mut own = Vec::new();
-    let mut by_form: [Vec<Duration>; 5] = Default::default();
+    let mut by_form: [Vec<Duration>; SPELLINGS.len()] = Default::default();
     for i in 0..(s.rate * s.seconds) {
-        let fp = fingerprint(i * 7927 + 3, s.spaces);
+        let n = i * 7927 + 3;
+        let fp = fingerprint(n, s.spaces);
         let fp: String = url::form_urlencoded::parse(format!("f={fp}").as_bytes())
             .next()
             .unwrap()
@@ -446,8 +458,9 @@ async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
             Some(r) => r.resolve_one(&fp, Some(&bob)).expect("an inline read"),
             None => store.resolve_one(&fp, Some(&bob)).await,
         };
-        own.push(t.elapsed());
-        by_form[((i * 7927 + 3) % 5) as usize].push(t.elapsed());
+        let took = t.elapsed();
+        own.push(took);
+        by_form[(n % SPELLINGS.len() as u64) as usize].push(took);
         assert!(
             matches!(answer, Ok(cmcp_registry::Resolved::Found(_))),
             "{fp}"
@@ -461,14 +474,7 @@ async fn bench_resolve(label: &str, db: &TestDb, s: &Sizes) {
         ms(quantile(&own, 0.99)),
         ms(quantile(&own, 1.0))
     );
-    let forms = [
-        "https URL .git",
-        "scp remote",
-        "www URL in the tree",
-        "full name",
-        "address",
-    ];
-    let each: Vec<String> = forms
+    let each: Vec<String> = SPELLINGS
         .iter()
         .zip(by_form.iter_mut())
         .map(|(form, t)| {
