@@ -4,17 +4,26 @@
 //! that is not what is served), a run is partial and marks nothing missing;
 //! with a total that lies, the listing is still read to the platform's end
 //! marker, so every project is registered. On SQLite and PostgreSQL.
+//!
+//! An item served twice is found by the registry (the run's stamp on its
+//! sighting), not by a set the connector keeps: the GitHub case shows it
+//! across pages and within one.
 
 use cmcp_connectors::HttpConfig;
-use cmcp_domain::RunTrigger;
 use cmcp_domain::{ConnectionSpec, Platform, SpaceAddress, SpaceKind, SpaceStatus, Token};
-use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, JiraSim, JiraSimConfig};
+use cmcp_domain::{Owner, RunTrigger};
+use cmcp_fixtures::{
+    BitbucketSim, BitbucketSimConfig, GithubSim, GithubSimConfig, JiraSim, JiraSimConfig,
+};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{SpaceFilter, Store};
-use cmcp_tests::{add_spec_connection, fast_http, init_tls, sync_context};
+use cmcp_tests::{
+    CONNECTION, TOKEN, add_connection, add_spec_connection, fast_http, init_tls, sync_context,
+};
 use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(
+    github_repo_served_twice_is_partial_and_marks_nothing_missing,
     bitbucket_malformed_uuid_is_refused_and_marks_nothing_missing,
     bitbucket_repo_served_twice_is_partial_and_marks_nothing_missing,
     bitbucket_deletion_mid_listing_is_partial_and_marks_nothing_missing,
@@ -125,6 +134,37 @@ fn bb_repo(sim: &BitbucketSim, uuid: &str) -> SpaceAddress {
 
 fn jira_project(sim: &JiraSim, id: &str) -> SpaceAddress {
     SpaceAddress::new(SpaceKind::JiraProject, &sim.cloud_id(), id).unwrap()
+}
+
+// ---- GitHub ----
+
+async fn github_repo_served_twice_is_partial_and_marks_nothing_missing(db: TestDb) {
+    init_tls();
+    let sim = GithubSim::start(GithubSimConfig {
+        repos: 25,
+        token: Some(TOKEN.to_owned()),
+        ..GithubSimConfig::default()
+    })
+    .await
+    .expect("sim");
+    add_connection(&db.store, CONNECTION, &sim.base_url(), Owner::Company).await;
+    let ctx = sync_context(&db.store, small_pages());
+    complete(&ctx, CONNECTION).await;
+    let repos = sim.repos();
+    // Pages of 10: the 10th repository ends page 1 and comes again at the
+    // top of page 2 (pages read concurrently), the 15th twice within page
+    // 2; the 25th is gone, which a complete run would mark missing.
+    sim.serve_repo_twice(repos[9].id);
+    sim.serve_repo_twice(repos[14].id);
+    sim.delete_repo(repos[24].id);
+    let why = partial(&ctx, CONNECTION).await;
+    assert!(why.contains("2 spaces were listed twice"), "{why}");
+    assert!(
+        with_status(&db.store, SpaceStatus::Missing)
+            .await
+            .is_empty(),
+        "a listing that repeats itself is no evidence of anything gone"
+    );
 }
 
 // ---- Bitbucket ----

@@ -480,6 +480,10 @@ async fn list_and_apply(
         Backend::Postgres => ctx.sync.apply_in_flight.max(1),
     };
     let mut applying: Lanes<Applying> = Lanes::new(lanes);
+    // Records whose space the run had already listed: found by the store
+    // (the sighting stamped with the run), so the listing holds no set of
+    // every address it served.
+    let mut repeated = 0u64;
     let mut settle = |done: Result<(PageStats, Vec<SpaceChange>)>,
                       figures: &mut RunFigures,
                       store_error: &mut Option<WorkerError>| match done {
@@ -492,6 +496,7 @@ async fn list_and_apply(
             figures.renamed += stats.renamed;
             figures.unchanged += stats.unchanged;
             figures.skipped_foreign += stats.skipped_foreign;
+            repeated += stats.repeated;
             progress.note(figures);
         }
         Err(e) => {
@@ -553,6 +558,13 @@ async fn list_and_apply(
     }
     // Held-back spaces are shown to the person with the token's risks.
     let listed = listed.map(|mut report| {
+        if repeated > 0 {
+            report.complete = false;
+            report.failures.push(format!(
+                "{repeated} spaces were listed twice in this run; the listing shifted under \
+                 us, so another item may have been skipped"
+            ));
+        }
         if let Some(notice) = cap.as_ref().and_then(|c| c.notice()) {
             info!(
                 held = cap.as_ref().map_or(0, |c| c.held()),

@@ -9,9 +9,11 @@
 //! `page=N` is an offset: a repository deleted while the pages are read
 //! shifts every later page, and the one after it is never served. So a walk
 //! adds up before it counts as complete ([`Tally`]): an item with a
-//! malformed uuid, the same uuid twice, a `size` that moves between pages,
-//! or a count at the last page that is not the `size` Bitbucket reported
-//! make it partial, and the registry marks nothing missing on its evidence.
+//! malformed uuid, a `size` that moves between pages, or a count at the
+//! last page that is not the `size` Bitbucket reported make it partial, and
+//! the registry marks nothing missing on its evidence. The same uuid twice
+//! makes the run partial too; the registry finds it, as it keeps every
+//! address anyway.
 
 use std::collections::HashSet;
 
@@ -122,11 +124,12 @@ impl BitbucketConnector {
                     .map_err(|e| e.to_string())
                     .and_then(&mut handle)
                 {
-                    Ok(Some(r)) => records.extend(tally.admit(r, &at)),
+                    Ok(Some(r)) => records.push(r),
                     Ok(None) => {}
                     Err(e) => tally.fail(format!("{at}: item {}: {e}", i + 1)),
                 }
             }
+            tally.passed(records.len());
             if let Some(sink) = sink {
                 self.send(sink, records).await?;
             }

@@ -4,37 +4,32 @@
 //! unseen space is gone. Offset-paged APIs (Bitbucket's `page=N`, Jira's
 //! `startAt`, GitHub's page numbers read concurrently) shift when an item
 //! is added or deleted while they are read: one item is then served twice
-//! and another never. A [`Tally`] follows one listing and turns every sign
-//! of that into a failure, so the listing is reported incomplete and the
-//! registry marks nothing missing on its evidence:
+//! and another never. A [`Tally`] follows one listing and turns the signs
+//! of that it can see from the pages alone into failures, so the listing is
+//! reported incomplete and the registry marks nothing missing on its
+//! evidence:
 //!
-//! - the same stable id served twice (the copy is dropped);
 //! - the total the platform reports changing between pages;
 //! - at the platform's own end marker, the number of items served not
 //!   being the total it reported. A reported total is only a hint for
 //!   planning: the listing is read to the end marker whatever it said, and
 //!   only then compared.
 //!
-//! It holds a 64-bit fingerprint of each address seen, not the address:
-//! memory grows with the catalogue (8 bytes an item, under 2 MB at the
-//! 100,000 repositories a tenant may have), never with a number an
-//! upstream sends. The fingerprints are keyed per listing with a random
-//! key, so no upstream can craft two ids that collide; an accidental
-//! collision (about one in 10^9 listings of 100,000 items) costs a
-//! needless partial listing, never a wrong "gone".
-
-use std::collections::HashSet;
-use std::hash::BuildHasher;
-
-use cmcp_domain::{SpaceAddress, SpaceRecord};
+//! The same item served twice is the third sign, and the one a listing
+//! cannot see without keeping every address it served: a set the size of
+//! the catalogue. It is found where every address is kept anyway: the
+//! registry stamps each sighting with the listing run, and a record whose
+//! sighting the run already stamped is counted as repeated
+//! (`PageStats::repeated`); the worker then reports the run partial. So a
+//! listing's memory does not grow with the catalogue, and copies reach the
+//! sink as served.
 
 #[derive(Debug)]
 pub struct Tally {
     /// What is listed (`repositories`), for messages.
     what: String,
-    /// Keys the fingerprints of this listing.
-    keys: std::collections::hash_map::RandomState,
-    seen: HashSet<u64>,
+    /// Records handed on (refused items not included, copies included).
+    passed: u64,
     /// Items the platform served, refused ones and copies included.
     served: u64,
     /// The first total the platform reported, if any.
@@ -46,8 +41,7 @@ impl Tally {
     pub fn new(what: &str) -> Tally {
         Tally {
             what: what.to_owned(),
-            keys: std::collections::hash_map::RandomState::new(),
-            seen: HashSet::new(),
+            passed: 0,
             served: 0,
             reported: None,
             failures: Vec::new(),
@@ -81,34 +75,14 @@ impl Tally {
         }
     }
 
-    /// Keeps `record` unless its address was already listed: then the
-    /// listing shifted (or the platform repeats itself) and is not evidence
-    /// of anything being gone.
-    pub fn admit(&mut self, record: SpaceRecord, at: &str) -> Option<SpaceRecord> {
-        if self.seen.insert(self.fingerprint(&record.address)) {
-            Some(record)
-        } else {
-            self.failures.push(format!(
-                "{at}: {} was listed twice; the listing shifted under us, so another item \
-                 may have been skipped",
-                record.address
-            ));
-            None
-        }
+    /// `n` records of a page are handed on.
+    pub fn passed(&mut self, n: usize) {
+        self.passed += n as u64;
     }
 
-    /// Whether an address was already listed.
-    pub fn has_seen(&self, address: &SpaceAddress) -> bool {
-        self.seen.contains(&self.fingerprint(address))
-    }
-
-    fn fingerprint(&self, address: &SpaceAddress) -> u64 {
-        self.keys.hash_one(address)
-    }
-
-    /// Distinct records admitted.
+    /// Records handed on (a copy served twice counts twice).
     pub fn admitted(&self) -> u64 {
-        self.seen.len() as u64
+        self.passed
     }
 
     /// A failure found by the listing itself (a refused item, a page that
@@ -140,42 +114,27 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cmcp_domain::{SpaceKind, SpaceState};
-
-    fn record(id: &str) -> SpaceRecord {
-        SpaceRecord {
-            address: SpaceAddress::new(SpaceKind::JiraProject, "site", id).unwrap(),
-            display_name: id.to_owned(),
-            container: None,
-            aliases: Vec::new(),
-            state: SpaceState::default(),
-        }
-    }
 
     #[test]
     fn a_listing_that_adds_up_has_no_failures() {
         let mut t = Tally::new("projects");
         assert!(t.reported_total(2, "startAt=0"));
         t.served(2);
-        assert!(t.admit(record("1"), "startAt=0").is_some());
-        assert!(t.admit(record("2"), "startAt=0").is_some());
+        t.passed(2);
         assert_eq!(t.admitted(), 2);
         assert!(t.finish(true).is_empty());
     }
 
     #[test]
-    fn a_duplicate_a_moved_total_and_a_short_count_are_failures() {
+    fn a_moved_total_and_a_short_count_are_failures() {
         let mut t = Tally::new("projects");
         t.reported_total(3, "startAt=0");
         t.served(2);
-        assert!(t.admit(record("1"), "startAt=0").is_some());
-        assert!(t.admit(record("1"), "startAt=1").is_none());
         assert!(!t.reported_total(2, "startAt=1"));
         let failures = t.finish(true);
-        assert_eq!(failures.len(), 3, "{failures:?}");
-        assert!(failures[0].contains("listed twice"), "{failures:?}");
-        assert!(failures[1].contains("moved from 3 to 2"), "{failures:?}");
-        assert!(failures[2].contains("reported 3 projects but served 2"));
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert!(failures[0].contains("moved from 3 to 2"), "{failures:?}");
+        assert!(failures[1].contains("reported 3 projects but served 2"));
     }
 
     #[test]

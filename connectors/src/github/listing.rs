@@ -11,7 +11,8 @@
 //! Pages reach the sink as they arrive, in any order; the listing is
 //! complete only if every page succeeded and it adds up ([`Tally`]): page
 //! numbers are offsets, so a repository created or deleted while the pages
-//! are read shifts them, and one read twice makes the listing partial.
+//! are read shifts them, and one read twice makes the run partial (found by
+//! the registry, which keeps every address anyway).
 //!
 //! Why conditional: each page is asked with the ETag of its last answer; a
 //! 304 costs no budget and the cached body stands in for the page, so the
@@ -218,7 +219,6 @@ impl<'de> serde::de::Visitor<'de> for KeptVisitor {
 
 /// One page read and mapped.
 struct Page {
-    number: u32,
     records: Vec<SpaceRecord>,
     failures: Vec<String>,
     /// Items refused as outside the tenant.
@@ -553,8 +553,8 @@ impl GithubConnector {
         .to_string())
     }
 
-    /// Hands a page's records to the sink, each repository once, and keeps
-    /// its scopes and failures.
+    /// Hands a page's records to the sink and keeps its scopes and
+    /// failures.
     async fn take(
         &self,
         page: Page,
@@ -567,8 +567,8 @@ impl GithubConnector {
         self.send(sink, records).await
     }
 
-    /// A page's records, each repository once; keeps its scopes and
-    /// failures.
+    /// A page's records, as served (a repository served twice is found
+    /// by the registry, see [`Tally`]); keeps its scopes and failures.
     fn admit_page(
         &self,
         page: Page,
@@ -584,11 +584,8 @@ impl GithubConnector {
         }
         notes.foreign += page.foreign;
         notes.writable.merge(page.writable);
-        let at = format!("page {}", page.number);
+        tally.passed(page.records.len());
         page.records
-            .into_iter()
-            .filter_map(|r| tally.admit(r, &at))
-            .collect()
     }
 
     /// Reads one page, conditionally when the cache has an answer for it,
@@ -729,7 +726,6 @@ impl GithubConnector {
             }
         }
         Page {
-            number,
             records,
             failures,
             foreign,

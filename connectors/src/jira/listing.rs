@@ -8,15 +8,16 @@
 //! window meets the end (`isLast`, or an empty page). If the planned
 //! windows end before the end marker, the listing goes on past the total,
 //! one window at a time, until it is met. Only then is it judged
-//! ([`Tally`]): a project served twice, a total that moved between pages
-//! (a project added or deleted mid-listing shifts the offsets) or a count
-//! that is not the reported total make it partial, and the registry marks
-//! nothing missing on its evidence. Every project read is still sent.
+//! ([`Tally`]): a total that moved between pages (a project added or
+//! deleted mid-listing shifts the offsets) or a count that is not the
+//! reported total make it partial, and the registry marks nothing missing
+//! on its evidence; a project served twice makes the run partial too (the
+//! registry finds it). Every project read is still sent.
 //! Errors of the whole run are returned.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cmcp_domain::SpaceRecord;
+use cmcp_domain::{SpaceAddress, SpaceRecord};
 use futures::StreamExt;
 use tokio::sync::mpsc::Sender;
 use url::Url;
@@ -201,13 +202,8 @@ impl JiraConnector {
         for f in w.failures {
             tally.fail(f);
         }
-        let at = format!("startAt={}", w.start);
-        let records: Vec<SpaceRecord> = w
-            .records
-            .into_iter()
-            .filter_map(|r| tally.admit(r, &at))
-            .collect();
-        send(sink, records).await?;
+        tally.passed(w.records.len());
+        send(sink, w.records).await?;
         Ok(w.end_at.is_some())
     }
 
@@ -270,8 +266,10 @@ impl JiraConnector {
         }
         // The planned windows ended before Jira's end marker (a total too
         // low): read on, one window at a time, until it is met. Each window
-        // must bring projects not seen before, so a server repeating itself
-        // cannot keep the listing going.
+        // must bring projects, and not the very ones of the window before,
+        // so a server repeating itself cannot keep the listing going (the
+        // sanity cap bounds any other loop).
+        let mut previous: Vec<SpaceAddress> = Vec::new();
         while !reached_end && !broken {
             if resume >= MAX_PROJECTS_PER_SITE {
                 tally.fail(format!(
@@ -280,14 +278,16 @@ impl JiraConnector {
                 ));
                 break;
             }
-            let before = tally.admitted();
             let w = self
                 .window(resume, next_start(resume), cloud, counters)
                 .await?;
             resume = next_start(w.start);
             broken |= w.broken;
+            let these: Vec<SpaceAddress> = w.records.iter().map(|r| r.address.clone()).collect();
+            let nothing_new = these.is_empty() || these == previous;
+            previous = these;
             reached_end = self.take(w, &mut tally, &mut end_seen, sink).await?;
-            if !reached_end && tally.admitted() == before {
+            if !reached_end && nothing_new {
                 tally.fail(format!(
                     "startAt={resume}: no new projects and no end marker; stopped reading"
                 ));

@@ -60,6 +60,11 @@ pub struct PageStats {
     pub skipped_foreign: u64,
     /// Private spaces that became company-owned.
     pub taken_over: u64,
+    /// In a listing run: records whose space this run had already listed,
+    /// on this page or an earlier one (their sighting was already stamped
+    /// with the run). A listing that serves a space twice shifted under its
+    /// reader, so it may have skipped another: the run is not complete.
+    pub repeated: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -472,7 +477,10 @@ impl Store {
                 }
                 q.execute(&mut *tx).await?;
             }
-            // Whatever else happened, this connection saw every record.
+            // Whatever else happened, this connection saw every record. In
+            // a listing run, a sighting already stamped with the run is left
+            // alone, so the rows not written are the spaces listed before.
+            let mut stamped = 0;
             for chunk in addresses.chunks(CHUNK * 4) {
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(upsert_seen_sql(chunk.len())))
                     .bind(now)
@@ -482,7 +490,12 @@ impl Store {
                 for a in chunk {
                     q = q.bind(a);
                 }
-                q.execute(&mut *tx).await?;
+                stamped += q.execute(&mut *tx).await?.rows_affected();
+            }
+            if run_id.is_some() {
+                let within_page = (records.len() - by_address.len()) as u64;
+                stamped = stamped.min(addresses.len() as u64);
+                stats.repeated = within_page + (addresses.len() as u64 - stamped);
             }
         });
         Ok((stats, changes))

@@ -10,6 +10,7 @@ use crate::support::{add_connection, addr, repo};
 
 both_backends!(
     a_run_marks_exactly_the_sightings_it_did_not_stamp,
+    a_run_counts_the_spaces_it_had_already_listed,
     a_persons_run_decides_only_about_her_spaces,
 );
 
@@ -27,6 +28,39 @@ async fn state_of(store: &Store, connection: &str, id: u64) -> Option<SightingSt
 
 async fn status_of(store: &Store, id: u64) -> SpaceStatus {
     store.get_space(&addr(id)).await.unwrap().unwrap().status
+}
+
+async fn a_run_counts_the_spaces_it_had_already_listed(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "c1", Owner::Company).await;
+    let company = Owner::Company;
+    let repeated = |records: Vec<SpaceRecord>, run: &'static str| {
+        let (s, company) = (s.clone(), company.clone());
+        async move {
+            s.apply_listed_page("c1", &company, run, &records)
+                .await
+                .unwrap()
+                .0
+                .repeated
+        }
+    };
+    assert_eq!(repeated(page(1..=3), "run-1").await, 0);
+    // An offset shift: the next page starts one early.
+    assert_eq!(repeated(page(3..=5), "run-1").await, 1);
+    // A page that repeats itself, and one that repeats earlier pages.
+    let mut twice = page(6..=7);
+    twice.push(repo(6, "acme", "r6"));
+    assert_eq!(repeated(twice, "run-1").await, 1);
+    assert_eq!(repeated(page(1..=7), "run-1").await, 7);
+    // The next run lists everything once: nothing repeated, though every
+    // sighting is fresh.
+    assert_eq!(repeated(page(1..=4), "run-2").await, 0);
+    assert_eq!(repeated(page(5..=7), "run-2").await, 0);
+    // Outside a listing (a webhook's re-read) nothing counts.
+    let stats = s.apply_page("c1", &company, &page(1..=2)).await.unwrap();
+    assert_eq!(stats.repeated, 0);
+    let stats = s.apply_page("c1", &company, &page(1..=2)).await.unwrap();
+    assert_eq!(stats.repeated, 0);
 }
 
 async fn a_run_marks_exactly_the_sightings_it_did_not_stamp(db: TestDb) {
