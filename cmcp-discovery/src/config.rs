@@ -136,6 +136,11 @@ pub struct StoreConfig {
     /// holder that lost it); `0s` keeps the server's setting.
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub idle_in_transaction_timeout: std::time::Duration,
+    /// SQLite: the page cache of the whole pool in KiB, shared out among
+    /// its connections (at least 64 each). The file's pages stay in the
+    /// operating system's cache either way; this bounds the copies each
+    /// connection keeps, so a process's memory does not follow the file.
+    pub sqlite_cache_kib: u32,
 }
 
 impl Default for StoreConfig {
@@ -146,6 +151,7 @@ impl Default for StoreConfig {
             min_connections: d.min_connections,
             connect_timeout: d.connect_timeout,
             idle_in_transaction_timeout: d.idle_in_transaction_timeout,
+            sqlite_cache_kib: d.sqlite_cache_kib,
         }
     }
 }
@@ -176,6 +182,7 @@ impl StoreConfig {
             min_connections: if keep { self.min_connections } else { 0 },
             connect_timeout: self.connect_timeout,
             idle_in_transaction_timeout: self.idle_in_transaction_timeout,
+            sqlite_cache_kib: self.sqlite_cache_kib,
         }
     }
 }

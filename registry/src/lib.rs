@@ -16,11 +16,12 @@ pub use store::{
     Premise, QueuedJob, Recorded, StoredDelivery,
 };
 pub use store::{
-    AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt, MappingRow,
-    MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry, NewConnection, NewProposal,
-    PING_IF_IDLE_FOR, PageStats, PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow,
-    Power, Powers, ProposalFigures, ProposalFilter, ProposalRow, ProposalState, ProposalTarget,
-    Resolution, Role, SessionRow, SpaceFilter, SpaceRow, Store, StoreOptions, SyncRunRow,
+    AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt,
+    MIN_SQLITE_CACHE_KIB, MappingRow, MatchAliasRow, MatchSpaceRow, NewApiKey, NewAuditEntry,
+    NewConnection, NewProposal, PING_IF_IDLE_FOR, PageStats, PlaceAliasKind, PlaceAliasRow,
+    PlaceFigures, PlaceInput, PlaceRow, Power, Powers, ProposalFigures, ProposalFilter,
+    ProposalRow, ProposalState, ProposalTarget, Resolution, Role, SessionRow, SpaceFilter,
+    SpaceRow, Store, StoreOptions, SyncRunRow,
 };
 pub use store::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming, CachedPageRow};
 pub use store::{

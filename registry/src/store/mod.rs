@@ -159,7 +159,20 @@ pub struct StoreOptions {
     /// locks, and stall every writer behind them, for as long as the pool
     /// keeps it.
     pub idle_in_transaction_timeout: Duration,
+    /// SQLite: the page cache of the whole pool, in KiB, shared out evenly
+    /// among its connections (never under [`MIN_SQLITE_CACHE_KIB`] each).
+    /// Each connection keeps a private cache, and the pool hands its
+    /// connections out in turn, so with SQLite's own default (2 MB each)
+    /// every one of them fills with the same hot pages as the file grows:
+    /// a sync's memory grew by 5 MiB from 10,000 to 100,000 repositories,
+    /// and was flat with a quarter of that each, at the same speed. The
+    /// pages stay in the operating system's cache, which the connections
+    /// share.
+    pub sqlite_cache_kib: u32,
 }
+
+/// The smallest page cache a SQLite connection gets, in KiB.
+pub const MIN_SQLITE_CACHE_KIB: u32 = 64;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -168,11 +181,17 @@ impl Default for StoreOptions {
             min_connections: 0,
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(60),
+            sqlite_cache_kib: 2048,
         }
     }
 }
 
 impl StoreOptions {
+    /// The page cache each SQLite connection of the pool gets, in KiB.
+    pub fn sqlite_cache_per_connection_kib(&self) -> u32 {
+        (self.sqlite_cache_kib / self.max_connections.max(1)).max(MIN_SQLITE_CACHE_KIB)
+    }
+
     /// The pool of a long-running process: every connection opened with
     /// the pool and kept, one closed at the end of its lifetime or by an
     /// error replaced in the background. A burst of requests then never
@@ -231,7 +250,11 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(10));
+                .busy_timeout(Duration::from_secs(10))
+                .pragma(
+                    "cache_size",
+                    format!("-{}", options.sqlite_cache_per_connection_kib()),
+                );
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))

@@ -43,6 +43,45 @@ async fn a_kept_pool_is_open_before_the_first_statement(db: TestDb) {
     assert_eq!(open(0, 4).await.open_connections(), 1);
 }
 
+/// SQLite: the pool's page cache budget is shared out among its
+/// connections, so the cache copies a process holds do not grow with the
+/// number of connections the pool hands out in turn.
+#[tokio::test]
+async fn a_sqlite_pool_shares_out_one_page_cache_budget() {
+    use cmcp_registry::{MIN_SQLITE_CACHE_KIB, Store, StoreOptions};
+
+    let db = TestDb::sqlite().await;
+    let cache_size = |max, kib| {
+        let url = db.url.clone();
+        async move {
+            let options = StoreOptions {
+                max_connections: max,
+                sqlite_cache_kib: kib,
+                ..StoreOptions::default()
+            };
+            let Store::Sqlite(pool) = Store::connect(&url, &options).await.unwrap() else {
+                panic!("a sqlite url opens a sqlite store");
+            };
+            let (n,): (i64,) = sqlx::query_as("PRAGMA cache_size")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    // Negative: KiB, as SQLite reads it.
+    assert_eq!(cache_size(8, 1024).await, -128);
+    assert_eq!(cache_size(1, 1024).await, -1024);
+    assert_eq!(
+        cache_size(100, 1024).await,
+        -i64::from(MIN_SQLITE_CACHE_KIB)
+    );
+    assert_eq!(
+        StoreOptions::default().sqlite_cache_per_connection_kib(),
+        2048 / 10
+    );
+}
+
 async fn connection_token_is_sealed_and_opens(db: TestDb) {
     add_connection(&db.store, "gh-acme", Owner::Company).await;
     let token = db
