@@ -347,9 +347,9 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     }
     check_rules_with_promtool();
 
-    // Each process started itself again with two malloc arenas (the
-    // environment it was given had no limit), keeping its process id, its
-    // binary and the name it was started by.
+    // Each process started itself again with two malloc arenas and a
+    // fixed mmap threshold (the environment it was given had neither),
+    // keeping its process id, its binary and the name it was started by.
     let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_cmcp-discovery")).unwrap();
     for (name, process) in [
         ("worker", &worker),
@@ -358,12 +358,14 @@ async fn fleet_exports_every_metric_and_drains(db: Option<TestDb>) {
     ] {
         let pid = process.0.id();
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-        assert!(
-            environ
-                .split(|b| *b == 0)
-                .any(|var| var == b"MALLOC_ARENA_MAX=2"),
-            "{name} runs with MALLOC_ARENA_MAX=2"
-        );
+        for setting in ["MALLOC_ARENA_MAX=2", "MALLOC_MMAP_THRESHOLD_=131072"] {
+            assert!(
+                environ
+                    .split(|b| *b == 0)
+                    .any(|var| var == setting.as_bytes()),
+                "{name} runs with {setting}"
+            );
+        }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
         assert_eq!(exe, binary, "{name} runs the binary it was started from");
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();

@@ -30,8 +30,9 @@
 //! The machine's load average is printed with every row: on a loaded
 //! machine the ratios of one run are what counts, not the seconds.
 //!
-//! Every child runs with two malloc arenas, as the product's binary does
-//! (`CMCP_SYNC_BENCH_ARENAS=default` gives it glibc's default instead).
+//! Every child runs with two malloc arenas and a fixed mmap threshold, as
+//! the product's binary does (`CMCP_SYNC_BENCH_ARENAS=default` gives it
+//! glibc's defaults instead).
 //!
 //! `CMCP_SYNC_BENCH_WRAP` runs each child under a profiler (see
 //! [`child`]).
@@ -88,12 +89,15 @@ fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
     };
     cmd.env(child::MODE_ENV, mode);
     // The allocator as the product's binary runs (it starts itself again
-    // with two malloc arenas unless the operator set a limit; see its
-    // `main.rs`). `CMCP_SYNC_BENCH_ARENAS=default` measures glibc's own.
-    if glibc_arenas() {
-        cmd.env_remove("MALLOC_ARENA_MAX");
-    } else {
-        cmd.env("MALLOC_ARENA_MAX", "2");
+    // with two malloc arenas and a fixed mmap threshold unless the
+    // operator set them; see its `main.rs`). `CMCP_SYNC_BENCH_ARENAS=default`
+    // measures glibc's own.
+    for (var, value) in MALLOC_SETTINGS {
+        if glibc_arenas() {
+            cmd.env_remove(var);
+        } else {
+            cmd.env(var, value);
+        }
     }
     for (k, v) in envs {
         cmd.env(k, v);
@@ -112,7 +116,14 @@ fn child(mode: &str, envs: &[(&str, String)]) -> serde_json::Value {
     serde_json::from_str(line).expect("child RESULT json")
 }
 
-/// `CMCP_SYNC_BENCH_ARENAS=default`: children get glibc's own arenas.
+/// The product binary's malloc settings (`cmcp-discovery/src/main.rs`).
+const MALLOC_SETTINGS: [(&str, &str); 2] = [
+    ("MALLOC_ARENA_MAX", "2"),
+    ("MALLOC_MMAP_THRESHOLD_", "131072"),
+];
+
+/// `CMCP_SYNC_BENCH_ARENAS=default`: children get glibc's own malloc
+/// settings.
 fn glibc_arenas() -> bool {
     std::env::var("CMCP_SYNC_BENCH_ARENAS").as_deref() == Ok("default")
 }
@@ -151,12 +162,16 @@ async fn main() {
     let pg = cmcp_registry::testing::postgres_admin_url();
     let concurrency = child::http().max_concurrency;
     println!(
-        "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; malloc arenas {}; load average {}",
+        "== sync bench: {} ms per request, {concurrency} in flight, {PER_PAGE} per page; malloc {}; load average {}",
         LATENCY.as_millis(),
         if glibc_arenas() {
-            "glibc default"
+            "as glibc's defaults".to_owned()
         } else {
-            "2, as the binary runs"
+            let set: Vec<String> = MALLOC_SETTINGS
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!("{}, as the binary runs", set.join(" "))
         },
         load_average()
     );

@@ -20,8 +20,9 @@ pub fn binary(dir: &Path, args: &[&str]) -> Command {
     ] {
         cmd.env_remove(format!("CMCP_DISCOVERY_{var}"));
     }
-    // The binary sets its own allocator limit (see `observe.rs`).
+    // The binary sets its own malloc settings (see `observe.rs`).
     cmd.env_remove("MALLOC_ARENA_MAX");
+    cmd.env_remove("MALLOC_MMAP_THRESHOLD_");
     cmd
 }
 
