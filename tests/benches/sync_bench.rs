@@ -246,6 +246,12 @@ async fn main() {
                 mib(&result["rss_start_kib"]),
                 load_average()
             );
+            println!(
+                "{:<24} held after it: {:.1} MiB anonymous (heap, stacks), {:.1} MiB of files (the binary)",
+                "",
+                mib(&result["held"]["anon_kib"]),
+                mib(&result["held"]["file_kib"]),
+            );
             let ladder = &result["ladder"];
             println!(
                 "{:<24} the matching ladder alone, run after: {:.2} s, peak RSS {:.1} MiB",

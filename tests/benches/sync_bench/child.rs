@@ -32,16 +32,21 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} not set"))
 }
 
-/// `VmHWM` of this process, in KiB.
-fn peak_rss_kib() -> u64 {
+/// A `/proc/self/status` figure of this process, in KiB.
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// `VmHWM` of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM")
 }
 
 pub async fn run(mode: &str) {
@@ -157,6 +162,9 @@ async fn sync() -> serde_json::Value {
     };
     let first = timed().await;
     let first_peak = peak_rss_kib();
+    // What the process holds once the sync is over (a sync's peak is
+    // mostly kept): heap and stacks, and pages of files (the binary).
+    let held = json!({ "anon_kib": status_kib("RssAnon"), "file_kib": status_kib("RssFile") });
     let second = if std::env::var(SECOND_ENV).is_ok() {
         timed().await
     } else {
@@ -176,7 +184,7 @@ async fn sync() -> serde_json::Value {
         "peak_kib": if reset { json!(peak_rss_kib()) } else { serde_json::Value::Null },
     });
     json!({
-        "first": first, "first_peak_kib": first_peak, "second": second,
+        "first": first, "first_peak_kib": first_peak, "held": held, "second": second,
         "both_peak_kib": both_peak, "ladder": ladder,
     })
 }
