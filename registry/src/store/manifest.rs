@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::changes::{ChangeKind, Cursor};
 use super::spaces::{ALIAS_COLUMNS, AliasRow, RawAlias, RawSpace, SPACE_COLUMNS, SpaceRow};
 use super::visibility::Viewer;
-use super::{Store, on_pool, placeholders};
+use super::{Store, marks, on_pool, placeholders};
 use crate::error::Result;
 
 /// Addresses per statement when reading part of a manifest.
@@ -266,7 +266,7 @@ impl Store {
         for chunk in spaces.chunks(CHUNK) {
             let sql = format!(
                 "SELECT {ALIAS_COLUMNS} FROM aliases WHERE space_address IN ({}) ORDER BY id",
-                placeholders(1, chunk.len())
+                marks(self.backend(), 1, chunk.len())
             );
             let raws: Vec<RawAlias> = on_pool!(self, pool => {
                 let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql));

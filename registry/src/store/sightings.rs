@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use cmcp_domain::{Owner, SpaceAddress, SpaceStatus};
 use serde::Serialize;
 
-use super::{Store, in_tx, now_ms, on_pool, placeholders};
+use super::{Backend, Store, in_tx, now_ms, on_pool, placeholders};
 use crate::error::{RegistryError, Result};
 
 /// A sighting's `last_seen_at` is refreshed at most this often by readings
@@ -133,20 +133,33 @@ pub fn may_write(reader: &Owner, space_owner: &Owner) -> bool {
 /// sighting already `seen` since after `$2`, and already stamped with the
 /// run, is left alone, so a re-reading that changes nothing writes nothing
 /// outside a listing, and a listing only stamps its run.
-pub(crate) fn upsert_seen_sql(n: usize) -> String {
-    let rows: Vec<String> = (0..n)
-        .map(|i| format!("($3, ${}, 'seen', $1, $1, $1, $4)", 5 + i))
-        .collect();
+///
+/// On SQLite the addresses come as ONE value, a JSON array (`$5`) read with
+/// `json_each`: a statement of four hundred named values pays SQLite's
+/// name lookup once per value (see [`super::marks`]).
+pub(crate) fn upsert_seen_sql(backend: Backend, n: usize) -> String {
+    let rows = match backend {
+        Backend::Postgres => {
+            let rows: Vec<String> = (0..n)
+                .map(|i| format!("($3, ${}, 'seen', $1, $1, $1, $4)", 5 + i))
+                .collect();
+            format!("VALUES {}", rows.join(", "))
+        }
+        // `WHERE true`: an upsert's SELECT needs one, or SQLite reads its
+        // ON as a join's.
+        Backend::Sqlite => {
+            "SELECT $3, j.value, 'seen', $1, $1, $1, $4 FROM json_each($5) j WHERE true".to_owned()
+        }
+    };
     format!(
         "INSERT INTO sightings (connection_id, space_address, state, first_seen_at, last_seen_at, state_since, last_seen_run) \
-         VALUES {} ON CONFLICT (connection_id, space_address) DO UPDATE SET \
+         {rows} ON CONFLICT (connection_id, space_address) DO UPDATE SET \
          state_since = CASE WHEN sightings.state = 'seen' THEN sightings.state_since ELSE excluded.state_since END, \
          state = 'seen', last_seen_at = excluded.last_seen_at, missed_listings = 0, \
          last_seen_run = COALESCE(excluded.last_seen_run, sightings.last_seen_run) \
          WHERE sightings.state <> 'seen' OR sightings.last_seen_at < $2 \
          OR (excluded.last_seen_run IS NOT NULL AND (sightings.last_seen_run IS NULL \
-             OR sightings.last_seen_run <> excluded.last_seen_run))",
-        rows.join(", ")
+             OR sightings.last_seen_run <> excluded.last_seen_run))"
     )
 }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::drift::{DriftKind, SpaceChange};
 use super::sightings::{SIGHTING_REFRESH_MS, may_write, upsert_seen_sql};
-use super::{Store, in_tx, now_ms, on_pool, placeholders};
+use super::{Backend, Store, in_tx, marks, now_ms, on_pool};
 use crate::error::{RegistryError, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -353,13 +353,16 @@ impl Store {
         let mut stats = PageStats::default();
         let mut changes: Vec<SpaceChange> = Vec::new();
 
+        // Every statement below binds its values in the order they appear,
+        // each once, so SQLite takes them by position (see `marks`).
+        let backend = self.backend();
         let existing_sql = format!(
             "SELECT {SPACE_COLUMNS} FROM spaces WHERE address IN ({})",
-            placeholders(1, addresses.len())
+            marks(backend, 1, addresses.len())
         );
         let alias_sql = format!(
             "SELECT {ALIAS_COLUMNS} FROM aliases WHERE valid_to IS NULL AND space_address IN ({})",
-            placeholders(1, addresses.len())
+            marks(backend, 1, addresses.len())
         );
 
         in_tx!(self, tx => {
@@ -436,13 +439,13 @@ impl Store {
             }
 
             for chunk in creates.chunks(CHUNK) {
-                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, 'active', $1, $1)", placeholders(2 + i * 11, 11))).collect();
+                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, 'active', {})", marks(backend, 1 + i * 13, 11), marks(backend, 12 + i * 13, 2))).collect();
                 let sql = format!(
                     "INSERT INTO spaces (address, kind, tenant, stable_id, connection_id, owner, display_name, container, \
                      archived, trashed, visibility, status, first_seen_at, last_changed_at) VALUES {}",
                     rows.join(", ")
                 );
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                 for r in chunk {
                     q = q.bind(r.address.to_string())
                         .bind(r.address.kind().as_str())
@@ -454,14 +457,16 @@ impl Store {
                         .bind(r.container.as_ref().map(|c| c.to_string()))
                         .bind(r.state.archived)
                         .bind(r.state.trashed)
-                        .bind(r.state.visibility.map(|v| v.as_str()));
+                        .bind(r.state.visibility.map(|v| v.as_str()))
+                        .bind(now)
+                        .bind(now);
                 }
                 q.execute(&mut *tx).await?;
             }
             // Retire before adding: a value can come back (renamed back and
             // forth), and only one active row per value may exist.
             for chunk in retire_ids.chunks(CHUNK * 4) {
-                let sql = format!("UPDATE aliases SET valid_to = $1 WHERE valid_to IS NULL AND id IN ({})", placeholders(2, chunk.len()));
+                let sql = format!("UPDATE aliases SET valid_to = {} WHERE valid_to IS NULL AND id IN ({})", marks(backend, 1, 1), marks(backend, 2, chunk.len()));
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
                 for id in chunk {
                     q = q.bind(*id);
@@ -469,11 +474,11 @@ impl Store {
                 q.execute(&mut *tx).await?;
             }
             for chunk in new_aliases.chunks(CHUNK * 2) {
-                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, $1)", placeholders(2 + i * 4, 4))).collect();
+                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", marks(backend, 1 + i * 5, 5))).collect();
                 let sql = format!("INSERT INTO aliases (space_address, kind, value, raw, valid_from) VALUES {}", rows.join(", "));
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                 for (address, a) in chunk {
-                    q = q.bind(address.to_string()).bind(a.kind.as_str()).bind(&a.value).bind(&a.raw);
+                    q = q.bind(address.to_string()).bind(a.kind.as_str()).bind(&a.value).bind(&a.raw).bind(now);
                 }
                 q.execute(&mut *tx).await?;
             }
@@ -482,13 +487,18 @@ impl Store {
             // alone, so the rows not written are the spaces listed before.
             let mut stamped = 0;
             for chunk in addresses.chunks(CHUNK * 4) {
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(upsert_seen_sql(chunk.len())))
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(upsert_seen_sql(backend, chunk.len())))
                     .bind(now)
                     .bind(now - SIGHTING_REFRESH_MS)
                     .bind(connection_id)
                     .bind(run_id);
-                for a in chunk {
-                    q = q.bind(a);
+                match backend {
+                    Backend::Postgres => {
+                        for a in chunk {
+                            q = q.bind(a);
+                        }
+                    }
+                    Backend::Sqlite => q = q.bind(serde_json::to_string(chunk).map_err(|e| RegistryError::Corrupt { what: format!("addresses as JSON: {e}") })?),
                 }
                 stamped += q.execute(&mut *tx).await?.rows_affected();
             }
