@@ -10,16 +10,12 @@
 //! across pages and within one.
 
 use cmcp_connectors::HttpConfig;
+use cmcp_domain::RunTrigger;
 use cmcp_domain::{ConnectionSpec, Platform, SpaceAddress, SpaceKind, SpaceStatus, Token};
-use cmcp_domain::{Owner, RunTrigger};
-use cmcp_fixtures::{
-    BitbucketSim, BitbucketSimConfig, GithubSim, GithubSimConfig, JiraSim, JiraSimConfig,
-};
+use cmcp_fixtures::{BitbucketSim, BitbucketSimConfig, GithubSimConfig, JiraSim, JiraSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{SpaceFilter, Store};
-use cmcp_tests::{
-    CONNECTION, TOKEN, add_connection, add_spec_connection, fast_http, init_tls, sync_context,
-};
+use cmcp_tests::{CONNECTION, Harness, add_spec_connection, fast_http, init_tls, sync_context};
 use cmcp_worker::{SyncContext, SyncOutcome, run_sync};
 
 both_backends!(
@@ -139,17 +135,13 @@ fn jira_project(sim: &JiraSim, id: &str) -> SpaceAddress {
 // ---- GitHub ----
 
 async fn github_repo_served_twice_is_partial_and_marks_nothing_missing(db: TestDb) {
-    init_tls();
-    let sim = GithubSim::start(GithubSimConfig {
+    let config = GithubSimConfig {
         repos: 25,
-        token: Some(TOKEN.to_owned()),
         ..GithubSimConfig::default()
-    })
-    .await
-    .expect("sim");
-    add_connection(&db.store, CONNECTION, &sim.base_url(), Owner::Company).await;
-    let ctx = sync_context(&db.store, small_pages());
-    complete(&ctx, CONNECTION).await;
+    };
+    let h = Harness::start(db, config, small_pages()).await;
+    let (sim, ctx) = (&h.sim, &h.ctx);
+    complete(ctx, CONNECTION).await;
     let repos = sim.repos();
     // Pages of 10: the 10th repository ends page 1 and comes again at the
     // top of page 2 (pages read concurrently), the 15th twice within page
@@ -157,10 +149,10 @@ async fn github_repo_served_twice_is_partial_and_marks_nothing_missing(db: TestD
     sim.serve_repo_twice(repos[9].id);
     sim.serve_repo_twice(repos[14].id);
     sim.delete_repo(repos[24].id);
-    let why = partial(&ctx, CONNECTION).await;
+    let why = partial(ctx, CONNECTION).await;
     assert!(why.contains("2 spaces were listed twice"), "{why}");
     assert!(
-        with_status(&db.store, SpaceStatus::Missing)
+        with_status(h.store(), SpaceStatus::Missing)
             .await
             .is_empty(),
         "a listing that repeats itself is no evidence of anything gone"
