@@ -498,14 +498,13 @@ impl Store {
                             q = q.bind(a);
                         }
                     }
-                    Backend::Sqlite => q = q.bind(serde_json::to_string(chunk).map_err(|e| RegistryError::Corrupt { what: format!("addresses as JSON: {e}") })?),
+                    Backend::Sqlite => q = q.bind(sqlx::types::Json(chunk)),
                 }
                 stamped += q.execute(&mut *tx).await?.rows_affected();
             }
             if run_id.is_some() {
                 let within_page = (records.len() - by_address.len()) as u64;
-                stamped = stamped.min(addresses.len() as u64);
-                stats.repeated = within_page + (addresses.len() as u64 - stamped);
+                stats.repeated = within_page + (addresses.len() as u64).saturating_sub(stamped);
             }
         });
         Ok((stats, changes))
