@@ -39,6 +39,10 @@ use clap::Parser;
 /// even when a package upgrade has since replaced or removed the file at
 /// its path: a process never turns into another version halfway through
 /// its start.
+///
+/// `sync_bench` (tests/benches) runs its children with a copy of these,
+/// and the Containerfile and the systemd unit set them: change them
+/// together.
 const MALLOC_SETTINGS: [(&str, &str); 2] = [
     ("MALLOC_ARENA_MAX", "2"),
     ("MALLOC_MMAP_THRESHOLD_", "131072"),
