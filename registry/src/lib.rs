@@ -12,8 +12,8 @@ pub use cipher::{Cipher, KeySource, MissingKey};
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{
-    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, IntakeSecret, IntakeState, NewDelivery,
-    Premise, QueuedJob, Recorded, StoredDelivery,
+    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, DeliveryWriter, IntakeSecret,
+    IntakeState, NewDelivery, Premise, QueuedJob, Recorded, StoredDelivery,
 };
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt,

@@ -5,7 +5,8 @@
 //! transaction that carried it. A writer takes the first delivery queued,
 //! then every delivery that queued meanwhile (up to `commit_batch_max`,
 //! waiting at most `commit_window` for more), and commits them together
-//! with [`Store::record_deliveries`]; only after that commit does any of
+//! through its own [`DeliveryWriter`] (on PostgreSQL a connection of its
+//! own: one round trip a batch); only after that commit does any of
 //! them get its answer, so nothing is acknowledged before it is durable.
 //! Under light load a batch is one delivery and costs no wait; under heavy
 //! load the deliveries that arrive during one commit share the next.
@@ -21,7 +22,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmcp_registry::{Accepted, Backend, NewDelivery, Premise, RegistryError, Store};
+use cmcp_registry::{
+    Accepted, Backend, DeliveryWriter, NewDelivery, Premise, RegistryError, Store,
+};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -67,8 +70,12 @@ impl Writer {
         let (queue, rx) = mpsc::channel(max * writers * 4);
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..writers {
-            let (store, rx) = (store.clone(), rx.clone());
-            tokio::spawn(run(store, rx, max, batching.window));
+            tokio::spawn(run(
+                store.delivery_writer(),
+                rx.clone(),
+                max,
+                batching.window,
+            ));
         }
         Writer { queue }
     }
@@ -89,7 +96,12 @@ impl Writer {
     }
 }
 
-async fn run(store: Store, rx: Arc<Mutex<mpsc::Receiver<Pending>>>, max: usize, window: Duration) {
+async fn run(
+    mut store: DeliveryWriter,
+    rx: Arc<Mutex<mpsc::Receiver<Pending>>>,
+    max: usize,
+    window: Duration,
+) {
     loop {
         let batch = {
             // One writer gathers at a time; the others commit meanwhile.
@@ -111,7 +123,7 @@ async fn run(store: Store, rx: Arc<Mutex<mpsc::Receiver<Pending>>>, max: usize, 
         };
         let items: Vec<(&NewDelivery, Option<Premise>)> =
             batch.iter().map(|p| (&p.delivery, p.premise)).collect();
-        match store.record_deliveries(&items).await {
+        match store.record(&items).await {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
                     // A request that gave up waiting still had its delivery

@@ -87,8 +87,9 @@ pub use suggestions::{
 };
 pub use visibility::Viewer;
 pub use webhooks::{
-    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, HANDLE_DELIVERY_QUEUE, IntakeSecret,
-    IntakeState, NewDelivery, Premise, QueuedJob, REPLAY_WINDOW_MS, Recorded, new_ulid,
+    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, DeliveryWriter, HANDLE_DELIVERY_QUEUE,
+    IntakeSecret, IntakeState, NewDelivery, Premise, QueuedJob, REPLAY_WINDOW_MS, Recorded,
+    new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

@@ -462,7 +462,7 @@ impl Store {
 mod intake;
 mod retries;
 
-pub use intake::{Accepted, IntakeSecret, IntakeState, Premise};
+pub use intake::{Accepted, DeliveryWriter, IntakeSecret, IntakeState, Premise};
 pub use retries::DeliveryFilter;
 
 #[cfg(test)]

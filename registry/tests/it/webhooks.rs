@@ -17,6 +17,7 @@ both_backends!(
     a_signed_body_replayed_under_a_new_key_is_a_duplicate,
     a_batch_dedupes_and_detects_replays_within_itself,
     a_premise_that_no_longer_holds_writes_nothing,
+    a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure,
 );
 
 /// The same signed bytes under a new delivery id: recognised by the body's
@@ -240,6 +241,94 @@ async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
     // Within one millisecond the order of ids is not the order of writes.
     keys.sort();
     assert_eq!(keys, ["k1", "k3"]);
+}
+
+/// A gateway's writer: the same outcomes as [`Store::record_deliveries`]
+/// for a batch whose deliveries must see each other (a transaction) and
+/// for one whose deliveries are independent (on PostgreSQL one statement
+/// on the writer's own connection). On PostgreSQL that connection's
+/// generic planning stays its own, and a batch that fails on a broken
+/// connection leaves the next one to connect afresh.
+async fn a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let hashed = |key: &str, hash: &str| NewDelivery {
+        body_sha256: Some(hash.to_owned()),
+        ..delivery(key, DeliveryStatus::Failed)
+    };
+    let mut writer = s.delivery_writer();
+    let dependent = [hashed("k1", "aa"), hashed("k1", "cc"), hashed("k2", "aa")];
+    let items: Vec<_> = dependent.iter().map(|d| (d, None)).collect();
+    let out = writer.record(&items).await.unwrap();
+    let Accepted::Recorded(Recorded::Stored { id: first, .. }) = &out[0] else {
+        panic!("the first copy is stored: {out:?}");
+    };
+    assert_eq!(
+        out[1..],
+        [
+            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
+            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
+        ]
+    );
+    let independent = [hashed("k3", "bb"), hashed("k1", "dd"), hashed("k4", "aa")];
+    let items: Vec<_> = independent.iter().map(|d| (d, None)).collect();
+    let out = writer.record(&items).await.unwrap();
+    assert!(matches!(
+        out[0],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    assert_eq!(
+        out[1..],
+        [
+            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
+            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
+        ]
+    );
+    let stored = || async { s.list_deliveries("gh").await.unwrap().len() };
+    assert_eq!(stored().await, 2);
+    let Store::Postgres(pool) = s else { return };
+    let (mode,): (String,) = sqlx::query_as("SHOW plan_cache_mode")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "auto", "the pool keeps the default planning");
+    let kill_writer = || async {
+        let (killed,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND query LIKE 'WITH input AS%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        killed
+    };
+    let killed = kill_writer().await;
+    assert_eq!(killed, 1, "the writer's own connection ran the batch");
+    let next = [hashed("k5", "ee")];
+    let items: Vec<_> = next.iter().map(|d| (d, None)).collect();
+    writer
+        .record(&items)
+        .await
+        .expect_err("the batch on the killed connection fails");
+    let out = writer.record(&items).await.unwrap();
+    assert!(matches!(
+        out[0],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    assert_eq!(stored().await, 3);
+    // Cut while idle: the ping before the next batch finds it, and that
+    // batch goes through on a new connection.
+    assert_eq!(kill_writer().await, 1);
+    tokio::time::sleep(cmcp_registry::PING_IF_IDLE_FOR).await;
+    let idle = [hashed("k6", "ff")];
+    let items: Vec<_> = idle.iter().map(|d| (d, None)).collect();
+    let out = writer.record(&items).await.unwrap();
+    assert!(matches!(
+        out[0],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    assert_eq!(stored().await, 4);
 }
 
 /// The statement that stores a delivery re-checks what the gateway's copy

@@ -28,6 +28,7 @@
 mod pg_batch;
 
 use std::sync::LazyLock;
+use std::time::Instant;
 
 use cmcp_domain::{ConnectionStatus, Platform, Token};
 use sqlx::{PgConnection, SqliteConnection};
@@ -388,43 +389,141 @@ impl Store {
         &self,
         batch: &[(&NewDelivery, Option<Premise>)],
     ) -> Result<Vec<Accepted>> {
-        let prepared = batch
-            .iter()
-            .map(|(new, premise)| Prepared::new(new, *premise))
-            .collect::<Result<Vec<_>>>()?;
-        let mut out = Vec::with_capacity(prepared.len());
+        let prepared = prepare(batch)?;
         match self {
             Store::Postgres(pool) => {
-                let together = pg_batch::independent(&prepared);
-                let (many, apart): (Vec<usize>, Vec<usize>) =
-                    (0..prepared.len()).partition(|&i| together[i]);
-                let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
-                let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
                 let mut tx = pool.begin_with(pg_batch::BEGIN_GENERIC).await?;
-                if !many.is_empty() {
-                    for (i, a) in many
-                        .iter()
-                        .zip(pg_batch::pg_many(&mut tx, &many_refs).await?)
-                    {
-                        slots[*i] = Some(a);
-                    }
-                }
-                for &i in &apart {
-                    slots[i] = Some(pg_one(&mut tx, &prepared[i]).await?);
-                }
+                let out = pg_statements(&mut tx, &prepared).await?;
                 tx.commit().await?;
-                out.extend(slots.into_iter().flatten());
+                Ok(out)
             }
             Store::Sqlite(pool) => {
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let mut out = Vec::with_capacity(prepared.len());
                 for p in &prepared {
                     out.push(sqlite_one(&mut tx, p).await?);
                 }
                 tx.commit().await?;
+                Ok(out)
             }
         }
-        Ok(out)
     }
+
+    /// A [`DeliveryWriter`] on this store (it connects on its first batch).
+    pub fn delivery_writer(&self) -> DeliveryWriter {
+        DeliveryWriter {
+            store: self.clone(),
+            own: None,
+        }
+    }
+}
+
+fn prepare<'a>(batch: &[(&'a NewDelivery, Option<Premise>)]) -> Result<Vec<Prepared<'a>>> {
+    batch
+        .iter()
+        .map(|(new, premise)| Prepared::new(new, *premise))
+        .collect()
+}
+
+/// The statements of a batch on PostgreSQL, in the caller's transaction:
+/// the independent deliveries in one statement, then each of the others
+/// in its own; outcomes in the batch's order.
+async fn pg_statements(
+    conn: &mut PgConnection,
+    prepared: &[Prepared<'_>],
+) -> Result<Vec<Accepted>> {
+    let together = pg_batch::independent(prepared);
+    let (many, apart): (Vec<usize>, Vec<usize>) = (0..prepared.len()).partition(|&i| together[i]);
+    let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
+    let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
+    if !many.is_empty() {
+        for (i, a) in many.iter().zip(pg_batch::pg_many(conn, &many_refs).await?) {
+            slots[*i] = Some(a);
+        }
+    }
+    for &i in &apart {
+        slots[i] = Some(pg_one(conn, &prepared[i]).await?);
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
+/// What a gateway's delivery writer commits its batches through: on
+/// PostgreSQL a connection of its own, taken out of the pool on the first
+/// batch, whose session plans the batch statement generically
+/// ([`pg_batch::SESSION_GENERIC`]), so that a batch whose deliveries share
+/// no key and no body hash is ONE statement in its own implicit
+/// transaction: one round trip, where a pooled connection needs three
+/// (`BEGIN` with `SET LOCAL`, the statement, `COMMIT`). Batches with
+/// deliveries that must see each other still get a transaction. On SQLite
+/// it is [`Store::record_deliveries`] on the pool.
+///
+/// The connection is not the pool's any more: it does not count towards
+/// `max_connections` (a gateway holds one per writer beside its pool). As
+/// the pool does with its own, it is pinged before a batch when it sat
+/// idle for [`crate::PING_IF_IDLE_FOR`] and opened afresh when the ping
+/// fails (a restart, a failover); it is dropped after any error, to be
+/// opened afresh by the next batch, so a socket cut while in use costs one
+/// failed batch.
+///
+/// One difference from [`Store::record_deliveries`]: the single statement
+/// commits on its own, so when the rare follow-up read of a duplicate
+/// committed meanwhile by another gateway fails, the batch is already
+/// stored and its requests are answered 503; the platform's retry is then
+/// a duplicate, answered 200. Nothing is answered before it is durable.
+pub struct DeliveryWriter {
+    store: Store,
+    /// The writer's connection and when its last batch ended.
+    own: Option<(PgConnection, Instant)>,
+}
+
+impl DeliveryWriter {
+    /// Store verified deliveries as [`Store::record_deliveries`] does.
+    pub async fn record(
+        &mut self,
+        batch: &[(&NewDelivery, Option<Premise>)],
+    ) -> Result<Vec<Accepted>> {
+        let Store::Postgres(pool) = &self.store else {
+            return self.store.record_deliveries(batch).await;
+        };
+        let prepared = prepare(batch)?;
+        if let Some((conn, used)) = &mut self.own
+            && used.elapsed() >= crate::PING_IF_IDLE_FOR
+            && sqlx::Connection::ping(conn).await.is_err()
+        {
+            self.own = None;
+        }
+        let (conn, used) = match &mut self.own {
+            Some(own) => own,
+            None => {
+                let mut conn = pool.acquire().await?.detach();
+                sqlx::raw_sql(pg_batch::SESSION_GENERIC)
+                    .execute(&mut conn)
+                    .await?;
+                self.own.insert((conn, Instant::now()))
+            }
+        };
+        let written = if pg_batch::independent(&prepared).iter().all(|&alone| alone) {
+            let refs: Vec<&Prepared<'_>> = prepared.iter().collect();
+            pg_batch::pg_many(conn, &refs).await
+        } else {
+            pg_in_transaction(conn, &prepared).await
+        };
+        *used = Instant::now();
+        if written.is_err() {
+            self.own = None;
+        }
+        written
+    }
+}
+
+async fn pg_in_transaction(
+    conn: &mut PgConnection,
+    prepared: &[Prepared<'_>],
+) -> Result<Vec<Accepted>> {
+    let mut tx = sqlx::Connection::begin(conn).await?;
+    let out = pg_statements(&mut tx, prepared).await?;
+    tx.commit().await?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ fn batch_sql(with_job: bool) -> String {
 /// simple query, one round trip.
 pub(super) const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
 
+/// The same for a connection that only ever runs delivery batches (a
+/// [`super::DeliveryWriter`]'s own): set once for its session.
+pub(super) const SESSION_GENERIC: &str = "SET plan_cache_mode = force_generic_plan";
+
 static WITH_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(true));
 static NO_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(false));
 
