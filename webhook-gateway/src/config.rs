@@ -54,6 +54,8 @@ pub struct GatewayConfig {
     #[serde(with = "cmcp_connectors::common::config::duration_text")]
     pub commit_window: Duration,
     /// Writers committing at once on PostgreSQL (SQLite always has one).
+    /// Each holds a database connection of its own, beside the store's
+    /// pool ([`cmcp_registry::DeliveryWriter`]).
     pub commit_writers: usize,
 }
 
