@@ -122,6 +122,21 @@ async fn setup(store: &Store) -> String {
         .to_owned()
 }
 
+/// Write out what the phases before left in the log (a `CHECKPOINT` on
+/// PostgreSQL, a truncating WAL checkpoint on SQLite), so that the paced
+/// phase's latencies are its own and not the flush of the references'
+/// hundreds of megabytes.
+async fn settle(store: &Store) {
+    match store {
+        Store::Sqlite(pool) => sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(pool)
+            .await
+            .map(drop),
+        Store::Postgres(pool) => sqlx::query("CHECKPOINT").execute(pool).await.map(drop),
+    }
+    .expect("checkpoint");
+}
+
 async fn counted(store: &Store) -> (i64, i64) {
     let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
     let (rows,): (i64,) = match store {
@@ -205,6 +220,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             "postgres" => ours.rate().max(reference) / 2.0,
             _ => ours.rate() / 2.0,
         };
+        settle(&db.store).await;
         let half = load::run(
             &url,
             &secret,
