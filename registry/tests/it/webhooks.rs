@@ -124,6 +124,32 @@ async fn rotation_keeps_the_old_secret_only_for_the_overlap(db: TestDb) {
     }
 }
 
+/// The outcomes of a batch that begins with a delivery, a copy of its key
+/// and a replay of its body: the first stored, then its duplicate and its
+/// replay. Returns the first's id.
+fn first_then_its_copies(out: &[Accepted]) -> String {
+    let Accepted::Recorded(Recorded::Stored { id: first, .. }) = &out[0] else {
+        panic!("the first copy is stored: {out:?}");
+    };
+    assert_eq!(
+        out[1..3],
+        [
+            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
+            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
+        ]
+    );
+    first.clone()
+}
+
+/// A failed delivery whose signed body hashed to `hash` (what replay
+/// detection compares).
+fn hashed(key: &str, hash: &str) -> NewDelivery {
+    NewDelivery {
+        body_sha256: Some(hash.to_owned()),
+        ..delivery(key, DeliveryStatus::Failed)
+    }
+}
+
 fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
     NewDelivery {
         connection_id: "gh".to_owned(),
@@ -205,10 +231,6 @@ async fn a_delivery_key_is_stored_once_and_finished_once_processed(db: TestDb) {
 async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
     let s = &db.store;
     add_connection(s, "gh", Owner::Company).await;
-    let hashed = |key: &str, hash: &str| NewDelivery {
-        body_sha256: Some(hash.to_owned()),
-        ..delivery(key, DeliveryStatus::Failed)
-    };
     let batch = [
         hashed("k1", "aa"),
         hashed("k1", "cc"),
@@ -217,16 +239,7 @@ async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
     ];
     let items: Vec<_> = batch.iter().map(|d| (d, None)).collect();
     let out = s.record_deliveries(&items).await.unwrap();
-    let Accepted::Recorded(Recorded::Stored { id: first, .. }) = &out[0] else {
-        panic!("the first copy is stored: {out:?}");
-    };
-    assert_eq!(
-        out[1..3],
-        [
-            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
-            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
-        ]
-    );
+    first_then_its_copies(&out);
     assert!(matches!(
         out[3],
         Accepted::Recorded(Recorded::Stored { .. })
@@ -252,24 +265,11 @@ async fn a_batch_dedupes_and_detects_replays_within_itself(db: TestDb) {
 async fn a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure(db: TestDb) {
     let s = &db.store;
     add_connection(s, "gh", Owner::Company).await;
-    let hashed = |key: &str, hash: &str| NewDelivery {
-        body_sha256: Some(hash.to_owned()),
-        ..delivery(key, DeliveryStatus::Failed)
-    };
     let mut writer = s.delivery_writer();
     let dependent = [hashed("k1", "aa"), hashed("k1", "cc"), hashed("k2", "aa")];
     let items: Vec<_> = dependent.iter().map(|d| (d, None)).collect();
     let out = writer.record(&items).await.unwrap();
-    let Accepted::Recorded(Recorded::Stored { id: first, .. }) = &out[0] else {
-        panic!("the first copy is stored: {out:?}");
-    };
-    assert_eq!(
-        out[1..],
-        [
-            Accepted::Recorded(Recorded::Duplicate { id: first.clone() }),
-            Accepted::Recorded(Recorded::Replay { id: first.clone() }),
-        ]
-    );
+    let first = first_then_its_copies(&out);
     let independent = [hashed("k3", "bb"), hashed("k1", "dd"), hashed("k4", "aa")];
     let items: Vec<_> = independent.iter().map(|d| (d, None)).collect();
     let out = writer.record(&items).await.unwrap();
