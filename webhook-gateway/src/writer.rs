@@ -97,7 +97,7 @@ impl Writer {
 }
 
 async fn run(
-    mut store: DeliveryWriter,
+    mut writer: DeliveryWriter,
     rx: Arc<Mutex<mpsc::Receiver<Pending>>>,
     max: usize,
     window: Duration,
@@ -123,7 +123,7 @@ async fn run(
         };
         let items: Vec<(&NewDelivery, Option<Premise>)> =
             batch.iter().map(|p| (&p.delivery, p.premise)).collect();
-        match store.record(&items).await {
+        match writer.record(&items).await {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
                     // A request that gave up waiting still had its delivery

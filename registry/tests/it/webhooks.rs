@@ -304,6 +304,8 @@ async fn a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_fail
         killed
     };
     let killed = kill_writer().await;
+    // Its last statement was the batch's, not a COMMIT: the independent
+    // batch was one statement, on the writer's own connection.
     assert_eq!(killed, 1, "the writer's own connection ran the batch");
     let next = [hashed("k5", "ee")];
     let items: Vec<_> = next.iter().map(|d| (d, None)).collect();

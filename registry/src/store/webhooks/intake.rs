@@ -17,9 +17,10 @@
 //! hash with another go in together, one statement over arrays
 //! ([`pg_batch`]); each of the others is one CTE: the premise, the replay lookup
 //! (same body hash for the connection within [`REPLAY_WINDOW_MS`]), the
-//! delivery's INSERT with its UNIQUE dedupe, and its job's INSERT, so a
-//! delivery costs one round trip, and a batch of one is committed on its
-//! own without BEGIN/COMMIT. SQLite has no data-modifying CTE: the
+//! delivery's INSERT with its UNIQUE dedupe, and its job's INSERT. Through
+//! a gateway's [`DeliveryWriter`], a batch whose deliveries are all
+//! independent is that one statement, committed on its own without
+//! BEGIN/COMMIT: one round trip. SQLite has no data-modifying CTE: the
 //! delivery's INSERT carries the premise and the replay check, and its job
 //! follows in the same transaction. Every delivery is a statement of its
 //! own so that dedupe and replay detection stay exact inside a batch: a
@@ -392,8 +393,9 @@ impl Store {
         let prepared = prepare(batch)?;
         match self {
             Store::Postgres(pool) => {
+                let together = pg_batch::independent(&prepared);
                 let mut tx = pool.begin_with(pg_batch::BEGIN_GENERIC).await?;
-                let out = pg_statements(&mut tx, &prepared).await?;
+                let out = pg_statements(&mut tx, &prepared, &together).await?;
                 tx.commit().await?;
                 Ok(out)
             }
@@ -425,14 +427,15 @@ fn prepare<'a>(batch: &[(&'a NewDelivery, Option<Premise>)]) -> Result<Vec<Prepa
         .collect()
 }
 
-/// The statements of a batch on PostgreSQL, in the caller's transaction:
-/// the independent deliveries in one statement, then each of the others
-/// in its own; outcomes in the batch's order.
+/// The statements of a batch on PostgreSQL: the deliveries marked in
+/// `together` ([`pg_batch::independent`]) in one statement, then each of
+/// the others in its own, so a batch with any of those must run in a
+/// transaction; outcomes in the batch's order.
 async fn pg_statements(
     conn: &mut PgConnection,
     prepared: &[Prepared<'_>],
+    together: &[bool],
 ) -> Result<Vec<Accepted>> {
-    let together = pg_batch::independent(prepared);
     let (many, apart): (Vec<usize>, Vec<usize>) = (0..prepared.len()).partition(|&i| together[i]);
     let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
     let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
@@ -502,11 +505,12 @@ impl DeliveryWriter {
                 self.own.insert((conn, Instant::now()))
             }
         };
-        let written = if pg_batch::independent(&prepared).iter().all(|&alone| alone) {
-            let refs: Vec<&Prepared<'_>> = prepared.iter().collect();
-            pg_batch::pg_many(conn, &refs).await
+        let together = pg_batch::independent(&prepared);
+        let written = if together.iter().all(|&alone| alone) {
+            // One statement: its own implicit transaction.
+            pg_statements(conn, &prepared, &together).await
         } else {
-            pg_in_transaction(conn, &prepared).await
+            pg_in_transaction(conn, &prepared, &together).await
         };
         *used = Instant::now();
         if written.is_err() {
@@ -519,9 +523,10 @@ impl DeliveryWriter {
 async fn pg_in_transaction(
     conn: &mut PgConnection,
     prepared: &[Prepared<'_>],
+    together: &[bool],
 ) -> Result<Vec<Accepted>> {
     let mut tx = sqlx::Connection::begin(conn).await?;
-    let out = pg_statements(&mut tx, prepared).await?;
+    let out = pg_statements(&mut tx, prepared, together).await?;
     tx.commit().await?;
     Ok(out)
 }
