@@ -92,8 +92,9 @@ impl<J> std::fmt::Debug for Queue<J> {
     }
 }
 
-/// Create the queue's tables (idempotent). apalis keeps its own migration
-/// history: the registry's lives in `_cmcp_migrations`, so they never clash.
+/// Create the queue's tables (idempotent), then fit them to the fleet
+/// ([`Store::fit_queue_tables`]). apalis keeps its own migration history:
+/// the registry's lives in `_cmcp_migrations`, so they never clash.
 pub async fn setup(store: &Store) -> Result<()> {
     match store {
         Store::Sqlite(pool) => SqliteStorage::migrations()
@@ -104,6 +105,10 @@ pub async fn setup(store: &Store) -> Result<()> {
             .await
             .map_err(|e| WorkerError::Queue(format!("postgres queue migrations: {e}")))?,
     }
+    store
+        .fit_queue_tables()
+        .await
+        .map_err(|e| WorkerError::Queue(format!("fitting the queue tables: {e}")))?;
     Ok(())
 }
 
@@ -264,5 +269,57 @@ mod tests {
             return;
         };
         second_push_of_a_key_is_already_queued(db).await;
+    }
+
+    /// After setup (twice: it is idempotent), `apalis.jobs` has no
+    /// trigger and no index that repeats another, and a pushed job still
+    /// lands; apalis's own setup alone leaves both (so this can fail).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_queue_tables_are_fitted_to_the_fleet() {
+        let Some(db) = TestDb::postgres().await else {
+            return;
+        };
+        let Store::Postgres(pool) = &db.store else {
+            unreachable!()
+        };
+        let shape = || async {
+            let triggers: Vec<(String,)> = sqlx::query_as(
+                "SELECT tgname::text FROM pg_trigger \
+                 WHERE tgrelid = 'apalis.jobs'::regclass AND NOT tgisinternal ORDER BY 1",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            let indexes: Vec<(String,)> = sqlx::query_as(
+                "SELECT indexname::text FROM pg_indexes \
+                 WHERE schemaname = 'apalis' AND tablename = 'jobs' ORDER BY 1",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            let names = |v: Vec<(String,)>| v.into_iter().map(|(n,)| n).collect::<Vec<_>>();
+            (names(triggers), names(indexes))
+        };
+        PostgresStorage::setup(pool).await.unwrap();
+        let (triggers, indexes) = shape().await;
+        assert_eq!(triggers, ["notify_workers"], "apalis's own setup");
+        assert!(indexes.iter().any(|i| i == "unique_job_id"));
+        assert!(indexes.iter().any(|i| i == "lidx"));
+        setup(&db.store).await.unwrap();
+        setup(&db.store).await.unwrap();
+        let (triggers, indexes) = shape().await;
+        assert!(triggers.is_empty(), "{triggers:?}");
+        assert_eq!(
+            indexes,
+            [
+                "idx_apalis_jobs_fetch_partial",
+                "idx_apalis_jobs_lock_by",
+                "idx_jobs_idempotency_key",
+                "jobs_pkey"
+            ]
+        );
+        let queue = Queue::<Ping>::new(&db.store, &QueueConfig::default());
+        queue.push(Ping { n: 1 }, None, None).await.unwrap();
+        assert_eq!(rows(&db.store).await, vec![(5, None)]);
     }
 }

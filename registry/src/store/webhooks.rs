@@ -214,6 +214,11 @@ pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
     }
 }
 
+/// What [`Store::fit_queue_tables`] runs on PostgreSQL.
+const FIT_QUEUE_TABLES: &str = "DROP TRIGGER IF EXISTS notify_workers ON apalis.jobs; \
+     DROP INDEX IF EXISTS apalis.unique_job_id; \
+     DROP INDEX IF EXISTS apalis.lidx";
+
 /// Insert one apalis job row through any executor, due now or at epoch
 /// second `$run_at`; returns its id.
 macro_rules! insert_job {
@@ -369,6 +374,29 @@ impl Store {
                 what: format!("delivery {:?} was not recorded", new.delivery_key),
             }),
         }
+    }
+
+    /// Fit apalis's PostgreSQL tables, once they exist, to the way this
+    /// fleet writes and reads them (idempotent; SQLite's are left as they
+    /// are). Run after apalis's own setup, which would not undo it: its
+    /// migrations run once each.
+    ///
+    /// - The per-row `notify_workers` trigger is dropped. Its `NOTIFY`
+    ///   takes PostgreSQL's one notification lock from before the commit
+    ///   until the commit record is flushed, so every transaction that
+    ///   queues a job waited for every other one's commit, WAL flush
+    ///   included: at 16 webhook clients the delivery writers spent 14 % of
+    ///   their time in that lock wait, one commit at a time. Nothing here
+    ///   listens: the fleet's workers poll (`[queue] poll_interval`). A
+    ///   worker that listened would still get every job, at its poll.
+    /// - Two indexes that repeat others are dropped, one write each per
+    ///   queued job: `unique_job_id` (the primary key's `id`) and `lidx`
+    ///   (`idx_apalis_jobs_lock_by`'s `lock_by`).
+    pub async fn fit_queue_tables(&self) -> Result<()> {
+        if let Store::Postgres(pool) = self {
+            sqlx::raw_sql(FIT_QUEUE_TABLES).execute(pool).await?;
+        }
+        Ok(())
     }
 
     /// Put one job row on an apalis queue (outside any other write).

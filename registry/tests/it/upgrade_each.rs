@@ -154,6 +154,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at) \
            VALUES ('dl-9', 'gh-acme', 'github', 'hook:1:guid-9', 'repository.renamed', 9000, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL)",
     ),
+    (
+        // No table: one index of unprocessed deliveries fewer.
+        20261204180000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at) \
+           VALUES ('dl-10', 'gh-acme', 'github', 'hook:1:guid-10', 'repository.renamed', 9100, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]

@@ -95,6 +95,7 @@ async fn setup(store: &Store) -> String {
             .await
             .expect("queue tables"),
     }
+    store.fit_queue_tables().await.expect("queue tables fitted");
     let cipher = cipher();
     store
         .create_connection(

@@ -53,6 +53,7 @@ pub(crate) async fn setup_queue(store: &Store) {
             .await
             .unwrap(),
     }
+    store.fit_queue_tables().await.unwrap();
 }
 
 async fn connection(store: &Store, id: &str, platform: Platform) -> String {
