@@ -132,7 +132,7 @@ impl<P: ApiPolicy> HttpClient<P> {
         url: &Url,
         counters: &Counters,
     ) -> std::result::Result<Fetched<T>, Exhausted> {
-        match self.get_json_inner(url, counters, None, false).await? {
+        match self.get_json_inner(url, counters, None).await? {
             Conditional::Modified { fetched, .. } => Ok(fetched),
             // Only sent when asked for with an ETag, which this call never does.
             Conditional::NotModified { .. } => Err(Exhausted {
@@ -148,14 +148,14 @@ impl<P: ApiPolicy> HttpClient<P> {
 
     /// GETs `url` with `If-None-Match: etag` when an ETag is given; a 304 is
     /// answered as [`Conditional::NotModified`] (and counted), anything else
-    /// like [`HttpClient::get_json`], with the body text and ETag kept.
+    /// like [`HttpClient::get_json`], with its ETag kept.
     pub async fn get_json_conditional<T: DeserializeOwned>(
         &self,
         url: &Url,
         counters: &Counters,
         etag: Option<&str>,
     ) -> std::result::Result<Conditional<T>, Exhausted> {
-        self.get_json_inner(url, counters, etag, true).await
+        self.get_json_inner(url, counters, etag).await
     }
 
     async fn get_json_inner<T: DeserializeOwned>(
@@ -163,7 +163,6 @@ impl<P: ApiPolicy> HttpClient<P> {
         url: &Url,
         counters: &Counters,
         etag: Option<&str>,
-        keep_raw: bool,
     ) -> std::result::Result<Conditional<T>, Exhausted> {
         let platform = self.policy.platform();
         let attempts = AtomicU32::new(0);
@@ -176,7 +175,7 @@ impl<P: ApiPolicy> HttpClient<P> {
             .with_max_times(self.cfg.max_attempts.saturating_sub(1) as usize);
         let op = || {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt::<T>(url, counters, etag, keep_raw)
+            self.attempt::<T>(url, counters, etag)
         };
         let result = op
             .retry(backoff)
@@ -237,7 +236,6 @@ impl<P: ApiPolicy> HttpClient<P> {
         url: &Url,
         counters: &Counters,
         etag: Option<&str>,
-        keep_raw: bool,
     ) -> std::result::Result<Conditional<T>, Failure> {
         self.admit(counters).await?;
         // The semaphore is never closed, so acquiring cannot fail.
@@ -246,7 +244,7 @@ impl<P: ApiPolicy> HttpClient<P> {
         let (answer, headers) = self.exchange(url, etag).await;
         // The request is over: decoding and settling need not hold a slot.
         drop(permit);
-        let result = answer.and_then(|a| self.decode::<T>(a, counters, etag, keep_raw));
+        let result = answer.and_then(|a| self.decode::<T>(a, counters, etag));
         let observation = Observation {
             reading: headers.as_ref().and_then(|h| self.policy.budget(h)),
             limit: headers.as_ref().and_then(|h| self.policy.budget_limit(h)),
@@ -326,7 +324,6 @@ impl<P: ApiPolicy> HttpClient<P> {
         answer: Answer,
         counters: &Counters,
         etag: Option<&str>,
-        keep_raw: bool,
     ) -> std::result::Result<Conditional<T>, Failure> {
         let platform = self.policy.platform();
         let Answer {
@@ -338,11 +335,6 @@ impl<P: ApiPolicy> HttpClient<P> {
         if status.is_success() {
             return match serde_json::from_slice::<T>(&body) {
                 Ok(value) => Ok(Conditional::Modified {
-                    raw: if keep_raw {
-                        String::from_utf8_lossy(&body).into_owned()
-                    } else {
-                        String::new()
-                    },
                     etag: headers
                         .get(ETAG)
                         .and_then(|v| v.to_str().ok())

@@ -124,11 +124,9 @@ pub struct Fetched<T> {
 /// The answer to a conditional GET.
 #[derive(Debug)]
 pub enum Conditional<T> {
-    /// A full answer; `raw` is its body text and `etag` its validator, for
-    /// the cache.
+    /// A full answer; `etag` is its validator, for the cache.
     Modified {
         fetched: Fetched<T>,
-        raw: String,
         etag: Option<String>,
     },
     /// `304 Not Modified`: the cached copy is still current.
