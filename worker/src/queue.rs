@@ -321,5 +321,18 @@ mod tests {
         let queue = Queue::<Ping>::new(&db.store, &QueueConfig::default());
         queue.push(Ping { n: 1 }, None, None).await.unwrap();
         assert_eq!(rows(&db.store).await, vec![(5, None)]);
+        // Fitted tables take no lock to fit again: a writer's transaction
+        // left open on the table does not hold the next process's setup
+        // (nor, behind it, every other writer).
+        let mut open = pool.begin().await.unwrap();
+        sqlx::query("LOCK TABLE apalis.jobs IN ROW EXCLUSIVE MODE")
+            .execute(&mut *open)
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(20), setup(&db.store))
+            .await
+            .expect("setup waited for the open transaction's lock")
+            .unwrap();
+        open.rollback().await.unwrap();
     }
 }

@@ -214,7 +214,10 @@ pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
     }
 }
 
-/// What [`Store::fit_queue_tables`] runs on PostgreSQL.
+/// What [`Store::fit_queue_tables`] runs on PostgreSQL. Every process that
+/// sets the queue up runs it while others write jobs; once fitted it takes
+/// no lock (PostgreSQL skips a trigger or index that is gone before it
+/// locks the table), so it never queues behind an open transaction.
 const FIT_QUEUE_TABLES: &str = "DROP TRIGGER IF EXISTS notify_workers ON apalis.jobs; \
      DROP INDEX IF EXISTS apalis.unique_job_id; \
      DROP INDEX IF EXISTS apalis.lidx";
