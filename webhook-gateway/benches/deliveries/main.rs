@@ -86,16 +86,9 @@ fn row(what: &str, f: &Figures) {
 }
 
 async fn setup(store: &Store) -> String {
-    match store {
-        Store::Sqlite(pool) => apalis_sqlite::SqliteStorage::<()>::migrations()
-            .run(pool)
-            .await
-            .expect("queue tables"),
-        Store::Postgres(pool) => apalis_postgres::PostgresStorage::<()>::setup(pool)
-            .await
-            .expect("queue tables"),
-    }
-    store.fit_queue_tables().await.expect("queue tables fitted");
+    cmcp_worker::queue::setup(store)
+        .await
+        .expect("queue tables");
     let cipher = cipher();
     store
         .create_connection(

@@ -42,18 +42,9 @@ pub(crate) fn app(store: &Store, max_body_bytes: usize) -> Router {
     })
 }
 
-/// The apalis queue tables, as the worker's `queue::setup` creates them.
+/// The queue tables, as every process of the fleet sets them up.
 pub(crate) async fn setup_queue(store: &Store) {
-    match store {
-        Store::Sqlite(pool) => apalis_sqlite::SqliteStorage::<()>::migrations()
-            .run(pool)
-            .await
-            .unwrap(),
-        Store::Postgres(pool) => apalis_postgres::PostgresStorage::<()>::setup(pool)
-            .await
-            .unwrap(),
-    }
-    store.fit_queue_tables().await.unwrap();
+    cmcp_worker::queue::setup(store).await.unwrap();
 }
 
 async fn connection(store: &Store, id: &str, platform: Platform) -> String {
