@@ -31,6 +31,7 @@ use serde_json::Value;
 use crate::{bitbucket, drive, github, jira};
 
 pub mod intake;
+mod sparse;
 
 pub use crate::bitbucket::webhook::{BitbucketEvent, BitbucketProject, BitbucketRepo, Change};
 pub use crate::drive::webhook::{DriveEvent, ResourceState};
@@ -228,8 +229,15 @@ pub(crate) fn required_header<'h>(
     })
 }
 
-pub(crate) fn json_body(platform: Platform, body: &[u8]) -> Result<Value, ParseError> {
-    serde_json::from_slice(body).map_err(|source| ParseError::NotJson { platform, source })
+/// A delivery's JSON, with only the members on `reads` (the JSON pointers
+/// its platform's parser reads, `*` for every element of an array) built:
+/// see [`sparse`]. A body that is not JSON is refused as by a full parse.
+pub(crate) fn json_body(
+    platform: Platform,
+    body: &[u8],
+    reads: &[&str],
+) -> Result<Value, ParseError> {
+    sparse::parse(body, reads).map_err(|source| ParseError::NotJson { platform, source })
 }
 
 /// Typed reads from a JSON body by JSON pointer; a missing required field
@@ -238,12 +246,26 @@ pub(crate) struct Fields<'a> {
     pub platform: Platform,
     pub event: &'a str,
     pub root: &'a Value,
+    /// The pointers `root` was built along ([`json_body`]); a debug build
+    /// checks every read against them, so a parser that reads a member
+    /// nobody listed fails its tests instead of finding it missing.
+    pub reads: &'a [&'a str],
 }
 
 impl Fields<'_> {
+    /// The value at `pointer`, when there is one.
+    pub fn at(&self, pointer: &str) -> Option<&Value> {
+        debug_assert!(
+            sparse::covers(self.reads, pointer),
+            "{} parser reads {pointer}, which its list of reads does not name",
+            self.platform
+        );
+        self.root.pointer(pointer)
+    }
+
     /// A trimmed, non-empty string.
     pub fn opt_str(&self, pointer: &str) -> Option<String> {
-        let s = self.root.pointer(pointer)?.as_str()?.trim();
+        let s = self.at(pointer)?.as_str()?.trim();
         (!s.is_empty()).then(|| s.to_owned())
     }
 
@@ -253,7 +275,7 @@ impl Fields<'_> {
 
     /// An id sent as a JSON integer or string, as a string.
     pub fn opt_id(&self, pointer: &str) -> Option<String> {
-        id_text(self.root.pointer(pointer)?)
+        id_text(self.at(pointer)?)
     }
 
     pub fn id(&self, pointer: &'static str) -> Result<String, ParseError> {
@@ -308,10 +330,82 @@ mod tests {
             platform: Platform::Jira,
             event: "project_created",
             root: &root,
+            reads: &["/a"],
         };
         assert_eq!(f.str("/a/b").unwrap(), "x");
         assert_eq!(f.id("/a/n").unwrap(), "3");
         let err = f.str("/a/c").unwrap_err().to_string();
         assert_eq!(err, "jira project_created delivery has no usable /a/c");
+    }
+
+    /// Every concrete pointer a read path names in `full` (`*` expanded to
+    /// the indices of the array there).
+    fn concrete(full: &Value, path: &str) -> Vec<String> {
+        let mut at = vec![String::new()];
+        for segment in path.split('/').skip(1) {
+            at = at
+                .into_iter()
+                .flat_map(|p| match (segment, full.pointer(&p)) {
+                    ("*", Some(Value::Array(items))) => {
+                        (0..items.len()).map(|i| format!("{p}/{i}")).collect()
+                    }
+                    ("*", _) => Vec::new(),
+                    _ => vec![format!("{p}/{segment}")],
+                })
+                .collect();
+        }
+        at
+    }
+
+    /// Every stored sample delivery of the platforms that parse JSON: along
+    /// each path its parser lists, the sparse build reads as the whole
+    /// value does, and the sample parses (a debug build also checks each
+    /// read against the list).
+    #[test]
+    fn sparse_bodies_read_as_whole_ones_on_every_sample() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/data");
+        let mut seen = 0;
+        for (platform, dir, reads) in [
+            (Platform::Github, "github", github::webhook::READS),
+            (Platform::Bitbucket, "bitbucket", bitbucket::webhook::READS),
+            (Platform::Jira, "jira", jira::webhook::READS),
+        ] {
+            for entry in std::fs::read_dir(root.join(dir).join("webhooks")).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if !name.ends_with(".json") || name.contains("signature-test-vector") {
+                    continue;
+                }
+                let body = std::fs::read(&path).unwrap();
+                let full: Value = serde_json::from_slice(&body).unwrap();
+                let sparse = json_body(platform, &body, reads).unwrap();
+                for read in reads {
+                    for p in concrete(&full, read) {
+                        assert_eq!(sparse.pointer(&p), full.pointer(&p), "{name} {p}");
+                    }
+                }
+                // The event is in the file's name: `webhook-<event>-<action>.json`.
+                let mut headers = HeaderMap::new();
+                let event = name
+                    .trim_start_matches("webhook-")
+                    .split('-')
+                    .next()
+                    .unwrap();
+                let (header, value) = match platform {
+                    Platform::Github => (github::webhook::EVENT_HEADER, event.to_owned()),
+                    _ => (
+                        bitbucket::webhook::EVENT_HEADER,
+                        name.trim_start_matches("webhook-")
+                            .trim_end_matches(".json")
+                            .replacen('-', ":", 1),
+                    ),
+                };
+                headers.insert(header, value.parse().unwrap());
+                let parsed = HookEvent::parse(platform, &headers, &body);
+                assert!(parsed.is_ok(), "{name}: {parsed:?}");
+                seen += 1;
+            }
+        }
+        assert!(seen >= 15, "{seen} samples");
     }
 }

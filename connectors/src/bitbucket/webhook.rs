@@ -122,13 +122,31 @@ impl BitbucketEvent {
     }
 }
 
+/// Every member [`parse`] reads: nothing else of a payload is built.
+pub(crate) const READS: &[&str] = &[
+    "/repository/uuid",
+    "/repository/full_name",
+    "/repository/name",
+    "/repository/project/uuid",
+    "/repository/workspace/uuid",
+    "/changes/name",
+    "/changes/full_name",
+    "/changes/key",
+    "/previous_workspace/uuid",
+    "/previous_owner/uuid",
+    "/project/uuid",
+    "/project/key",
+    "/project/name",
+];
+
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
     let event = required_header(headers, PLATFORM, EVENT_HEADER)?;
-    let root = json_body(PLATFORM, body)?;
+    let root = json_body(PLATFORM, body, READS)?;
     let f = Fields {
         platform: PLATFORM,
         event,
         root: &root,
+        reads: READS,
     };
     let parsed = match event {
         "repo:created" => BitbucketEvent::RepoCreated { repo: repo(&f)? },
@@ -186,16 +204,8 @@ fn repo(f: &Fields<'_>) -> Result<BitbucketRepo, ParseError> {
 /// change is `None`: the stable id is what matters, a re-read fills the rest.
 fn change(f: &Fields<'_>, pointer: &str) -> Option<Change> {
     Some(Change {
-        old: f
-            .root
-            .pointer(&format!("{pointer}/old"))?
-            .as_str()?
-            .to_owned(),
-        new: f
-            .root
-            .pointer(&format!("{pointer}/new"))?
-            .as_str()?
-            .to_owned(),
+        old: f.at(&format!("{pointer}/old"))?.as_str()?.to_owned(),
+        new: f.at(&format!("{pointer}/new"))?.as_str()?.to_owned(),
     })
 }
 

@@ -203,13 +203,34 @@ fn payload<'b>(headers: &HeaderMap, body: &'b [u8]) -> Cow<'b, [u8]> {
     )
 }
 
+/// Every member [`parse`] reads: nothing else of a payload is built.
+pub(crate) const READS: &[&str] = &[
+    "/action",
+    "/repository/id",
+    "/repository/full_name",
+    "/repository/owner/login",
+    "/changes/repository/name/from",
+    "/changes/owner/from/organization/login",
+    "/changes/owner/from/user/login",
+    "/changes/login/from",
+    "/installation/id",
+    "/installation/account/login",
+    "/repositories_added/*/id",
+    "/repositories_removed/*/id",
+    "/organization/id",
+    "/organization/login",
+    "/hook_id",
+    "/hook/id",
+];
+
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
     let event = required_header(headers, PLATFORM, EVENT_HEADER)?;
-    let root = json_body(PLATFORM, &payload(headers, body))?;
+    let root = json_body(PLATFORM, &payload(headers, body), READS)?;
     let f = Fields {
         platform: PLATFORM,
         event,
         root: &root,
+        reads: READS,
     };
     let action = f.opt_str("/action");
     let parsed = match (event, action.as_deref()) {
@@ -321,7 +342,7 @@ fn repo_ids(
     list: &str,
     entry_field: &'static str,
 ) -> Result<Vec<String>, ParseError> {
-    match f.root.pointer(list) {
+    match f.at(list) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(entries)) => entries
             .iter()

@@ -79,18 +79,23 @@ impl JiraEvent {
     }
 }
 
+/// Every member [`parse`] reads: nothing else of a payload is built.
+pub(crate) const READS: &[&str] = &[EVENT_FIELD, "/project/id", "/project/key", "/project/name"];
+
 pub(crate) fn parse(_headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
-    let root = json_body(PLATFORM, body)?;
+    let root = json_body(PLATFORM, body, READS)?;
     let event = Fields {
         platform: PLATFORM,
         event: "(unnamed)",
         root: &root,
+        reads: READS,
     }
     .str(EVENT_FIELD)?;
     let f = Fields {
         platform: PLATFORM,
         event: &event,
         root: &root,
+        reads: READS,
     };
     let change = match event.as_str() {
         "project_created" => ProjectChange::Created,
