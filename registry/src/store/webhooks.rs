@@ -245,11 +245,13 @@ macro_rules! insert_job {
 }
 
 /// A ULID (48-bit millisecond time, 80 random bits, Crockford base32): the
-/// id format apalis parses back from its job rows, sortable by time.
+/// id format apalis parses back from its job rows, sortable by time. The
+/// random bits come from the thread's CSPRNG (seeded from the OS, no
+/// system call per id: the gateway makes two ids a delivery).
 pub fn new_ulid() -> String {
     const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     let ms = u128::from(u64::try_from(now_ms()).unwrap_or(0)) & ((1 << 48) - 1);
-    let random = u128::from_be_bytes(*uuid::Uuid::new_v4().as_bytes()) & ((1 << 80) - 1);
+    let random = rand::random::<u128>() & ((1 << 80) - 1);
     let value = (ms << 80) | random;
     (0..26)
         .rev()
