@@ -271,6 +271,9 @@ fn generate_secret() -> Token {
     Token::new(hex::encode(bytes))
 }
 
+const OLDEST_UNPROCESSED_SQL: &str =
+    "SELECT MIN(received_at) FROM webhook_deliveries WHERE status = 'received'";
+
 const DELIVERY_SELECT: &str = "SELECT id, connection_id, platform, delivery_key, event, received_at, \
      headers, body, verification, status, error, processed_at, attempts, next_attempt_at \
      FROM webhook_deliveries";
@@ -482,11 +485,12 @@ impl Store {
         Ok(row.map(|(t,)| t))
     }
 
-    /// When the oldest delivery still waiting for its job was received.
+    /// When the oldest delivery still waiting for its job was received
+    /// (read from the first entry of `webhook_deliveries_state` at
+    /// `received`, whatever the table's size).
     pub async fn oldest_unprocessed_delivery(&self) -> Result<Option<i64>> {
         let (oldest,): (Option<i64>,) = on_pool!(self, pool => {
-            sqlx::query_as("SELECT MIN(received_at) FROM webhook_deliveries WHERE status = 'received'")
-                .fetch_one(pool).await?
+            sqlx::query_as(OLDEST_UNPROCESSED_SQL).fetch_one(pool).await?
         });
         Ok(oldest)
     }
@@ -519,5 +523,51 @@ mod tests {
         let job = QueuedJob::handle_delivery("01ABC");
         assert_eq!(job.queue, HANDLE_DELIVERY_QUEUE);
         assert_eq!(job.payload, br#"{"delivery_id":"01ABC"}"#);
+    }
+
+    /// The gateway's age gauge reads the oldest waiting delivery through
+    /// `webhook_deliveries_state` on both backends (it replaced
+    /// `webhook_deliveries_unprocessed`), never by reading every row.
+    /// PostgreSQL is asked with sequential scans priced out, as on a table
+    /// big enough to matter; an empty one would rightly be scanned.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_oldest_waiting_delivery_is_read_from_the_state_index() {
+        use crate::testing::TestDb;
+        let mut dbs = vec![TestDb::sqlite().await];
+        dbs.extend(TestDb::postgres().await);
+        for db in dbs {
+            let plan: Vec<String> = match &db.store {
+                Store::Sqlite(pool) => {
+                    let explain = format!("EXPLAIN QUERY PLAN {OLDEST_UNPROCESSED_SQL}");
+                    sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(explain))
+                        .fetch_all(pool)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .map(|r| r.3)
+                        .collect()
+                }
+                Store::Postgres(pool) => {
+                    let mut tx = pool.begin().await.unwrap();
+                    sqlx::query("SET LOCAL enable_seqscan = off")
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    let explain = format!("EXPLAIN {OLDEST_UNPROCESSED_SQL}");
+                    let plan = sqlx::query_as::<_, (String,)>(sqlx::AssertSqlSafe(explain))
+                        .fetch_all(&mut *tx)
+                        .await
+                        .unwrap();
+                    tx.rollback().await.unwrap();
+                    plan.into_iter().map(|r| r.0).collect()
+                }
+            };
+            let text = plan.join("\n");
+            assert!(
+                text.contains("webhook_deliveries_state") && !text.contains("Seq Scan"),
+                "{:?}: {text}",
+                db.store.backend()
+            );
+        }
     }
 }
