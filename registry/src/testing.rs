@@ -199,7 +199,12 @@ impl Drop for TestDb {
                 return;
             };
             rt.block_on(async move {
-                store.close().await;
+                // Bounded: a connection given back to the pool just before
+                // this drop is returned by a task of the test's runtime,
+                // which this drop blocks. On a current-thread runtime that
+                // task never runs, and an unbounded close waited for it
+                // forever; FORCE below ends such a connection instead.
+                let _ = tokio::time::timeout(Duration::from_secs(1), store.close()).await;
                 if let Ok(admin) = sqlx::PgPool::connect(&admin_url).await {
                     let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
                         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
@@ -238,5 +243,62 @@ pub async fn settle_changes(store: &Store) {
             "the change feed did not catch up within 30 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test on a current-thread runtime (plain `#[tokio::test]`) that
+    /// used a PostgreSQL store and ended right after giving a connection
+    /// back hung for ever in this drop, which waited for the pool to close
+    /// while blocking the only thread that could return the connection. It
+    /// is run on a thread of its own here, so that a hang fails the test.
+    #[test]
+    fn a_postgres_database_is_dropped_after_a_current_thread_test() {
+        let Some(admin_url) = postgres_admin_url() else {
+            return;
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let name = rt.block_on(async {
+                let db = TestDb::postgres_on(&admin_url, None).await;
+                let Store::Postgres(pool) = &db.store else {
+                    unreachable!("a PostgreSQL store")
+                };
+                let tx = pool.begin().await.unwrap();
+                tx.rollback().await.unwrap();
+                let name = db.pg_cleanup.as_ref().map(|(_, n)| n.clone()).unwrap();
+                drop(db);
+                name
+            });
+            let _ = done.send(name);
+        });
+        let name = finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the test database's drop returned");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let left: i64 = rt.block_on(async {
+            let admin = sqlx::PgPool::connect(&postgres_admin_url().unwrap())
+                .await
+                .unwrap();
+            let (n,): (i64,) =
+                sqlx::query_as("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
+                    .bind(&name)
+                    .fetch_one(&admin)
+                    .await
+                    .unwrap();
+            admin.close().await;
+            n
+        });
+        assert_eq!(left, 0, "{name} was dropped");
     }
 }
