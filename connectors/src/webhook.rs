@@ -232,11 +232,7 @@ pub(crate) fn required_header<'h>(
 /// A delivery's JSON, with only the members on `reads` (the JSON pointers
 /// its platform's parser reads, `*` for every element of an array) built:
 /// see [`sparse`]. A body that is not JSON is refused as by a full parse.
-pub(crate) fn json_body(
-    platform: Platform,
-    body: &[u8],
-    reads: &[&str],
-) -> Result<Value, ParseError> {
+fn json_body(platform: Platform, body: &[u8], reads: &[&str]) -> Result<Value, ParseError> {
     sparse::parse(body, reads).map_err(|source| ParseError::NotJson { platform, source })
 }
 
@@ -245,14 +241,35 @@ pub(crate) fn json_body(
 pub(crate) struct Fields<'a> {
     pub platform: Platform,
     pub event: &'a str,
-    pub root: &'a Value,
-    /// The pointers `root` was built along ([`json_body`]); a debug build
-    /// checks every read against them, so a parser that reads a member
-    /// nobody listed fails its tests instead of finding it missing.
-    pub reads: &'a [&'a str],
+    root: Value,
+    /// The pointers `root` was built along; a debug build checks every
+    /// read against them, so a parser that reads a member nobody listed
+    /// fails its tests instead of finding it missing.
+    reads: &'static [&'static str],
 }
 
-impl Fields<'_> {
+impl<'a> Fields<'a> {
+    /// The fields of `body` along `reads`, the parser's whole list of what
+    /// it reads.
+    pub fn of(
+        platform: Platform,
+        event: &'a str,
+        body: &[u8],
+        reads: &'static [&'static str],
+    ) -> Result<Fields<'a>, ParseError> {
+        Ok(Fields {
+            platform,
+            event,
+            root: json_body(platform, body, reads)?,
+            reads,
+        })
+    }
+
+    /// The same fields under another event name (Jira's is in the body).
+    pub fn named<'b>(self, event: &'b str) -> Fields<'b> {
+        Fields { event, ..self }
+    }
+
     /// The value at `pointer`, when there is one.
     pub fn at(&self, pointer: &str) -> Option<&Value> {
         debug_assert!(
@@ -325,13 +342,8 @@ mod tests {
 
     #[test]
     fn fields_name_what_is_missing() {
-        let root = json!({"a": {"b": "x", "n": 3}});
-        let f = Fields {
-            platform: Platform::Jira,
-            event: "project_created",
-            root: &root,
-            reads: &["/a"],
-        };
+        let body = json!({"a": {"b": "x", "n": 3}}).to_string();
+        let f = Fields::of(Platform::Jira, "project_created", body.as_bytes(), &["/a"]).unwrap();
         assert_eq!(f.str("/a/b").unwrap(), "x");
         assert_eq!(f.id("/a/n").unwrap(), "3");
         let err = f.str("/a/c").unwrap_err().to_string();
@@ -384,23 +396,27 @@ mod tests {
                         assert_eq!(sparse.pointer(&p), full.pointer(&p), "{name} {p}");
                     }
                 }
-                // The event is in the file's name: `webhook-<event>-<action>.json`.
+                // GitHub and Bitbucket name the event in a header, here
+                // taken from the file's name (`webhook-<event>-<action>.json`);
+                // Jira names it in the body.
                 let mut headers = HeaderMap::new();
-                let event = name
+                let named = name
                     .trim_start_matches("webhook-")
-                    .split('-')
-                    .next()
-                    .unwrap();
-                let (header, value) = match platform {
-                    Platform::Github => (github::webhook::EVENT_HEADER, event.to_owned()),
-                    _ => (
+                    .trim_end_matches(".json");
+                let event = match platform {
+                    Platform::Github => Some((
+                        github::webhook::EVENT_HEADER,
+                        named.split('-').next().unwrap().to_owned(),
+                    )),
+                    Platform::Bitbucket => Some((
                         bitbucket::webhook::EVENT_HEADER,
-                        name.trim_start_matches("webhook-")
-                            .trim_end_matches(".json")
-                            .replacen('-', ":", 1),
-                    ),
+                        named.replacen('-', ":", 1),
+                    )),
+                    _ => None,
                 };
-                headers.insert(header, value.parse().unwrap());
+                if let Some((header, value)) = event {
+                    headers.insert(header, value.parse().unwrap());
+                }
                 let parsed = HookEvent::parse(platform, &headers, &body);
                 assert!(parsed.is_ok(), "{name}: {parsed:?}");
                 seen += 1;

@@ -12,7 +12,7 @@ use cmcp_domain::{Platform, SpaceKind};
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use crate::webhook::{Fields, HookEvent, ParseError, Plan, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, required_header};
 
 pub const EVENT_HEADER: &str = "x-event-key";
 pub const REQUEST_UUID_HEADER: &str = "x-request-uuid";
@@ -141,13 +141,7 @@ pub(crate) const READS: &[&str] = &[
 
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
     let event = required_header(headers, PLATFORM, EVENT_HEADER)?;
-    let root = json_body(PLATFORM, body, READS)?;
-    let f = Fields {
-        platform: PLATFORM,
-        event,
-        root: &root,
-        reads: READS,
-    };
+    let f = Fields::of(PLATFORM, event, body, READS)?;
     let parsed = match event {
         "repo:created" => BitbucketEvent::RepoCreated { repo: repo(&f)? },
         "repo:deleted" => BitbucketEvent::RepoDeleted { repo: repo(&f)? },

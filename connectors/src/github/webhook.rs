@@ -9,7 +9,7 @@ use cmcp_domain::{Platform, SpaceKind};
 use http::HeaderMap;
 use serde_json::Value;
 
-use crate::webhook::{Fields, HookEvent, ParseError, Plan, id_text, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, id_text, required_header};
 
 pub const EVENT_HEADER: &str = "x-github-event";
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
@@ -225,13 +225,7 @@ pub(crate) const READS: &[&str] = &[
 
 pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
     let event = required_header(headers, PLATFORM, EVENT_HEADER)?;
-    let root = json_body(PLATFORM, &payload(headers, body), READS)?;
-    let f = Fields {
-        platform: PLATFORM,
-        event,
-        root: &root,
-        reads: READS,
-    };
+    let f = Fields::of(PLATFORM, event, &payload(headers, body), READS)?;
     let action = f.opt_str("/action");
     let parsed = match (event, action.as_deref()) {
         ("repository", Some(a)) => match repo_action(&f, a)? {

@@ -7,7 +7,7 @@
 use cmcp_domain::{Platform, SpaceKind};
 use http::HeaderMap;
 
-use crate::webhook::{Fields, HookEvent, ParseError, Plan, json_body, required_header};
+use crate::webhook::{Fields, HookEvent, ParseError, Plan, required_header};
 
 pub const IDENTIFIER_HEADER: &str = "x-atlassian-webhook-identifier";
 pub const RETRY_HEADER: &str = "x-atlassian-webhook-retry";
@@ -83,20 +83,9 @@ impl JiraEvent {
 pub(crate) const READS: &[&str] = &[EVENT_FIELD, "/project/id", "/project/key", "/project/name"];
 
 pub(crate) fn parse(_headers: &HeaderMap, body: &[u8]) -> Result<HookEvent, ParseError> {
-    let root = json_body(PLATFORM, body, READS)?;
-    let event = Fields {
-        platform: PLATFORM,
-        event: "(unnamed)",
-        root: &root,
-        reads: READS,
-    }
-    .str(EVENT_FIELD)?;
-    let f = Fields {
-        platform: PLATFORM,
-        event: &event,
-        root: &root,
-        reads: READS,
-    };
+    let unnamed = Fields::of(PLATFORM, "(unnamed)", body, READS)?;
+    let event = unnamed.str(EVENT_FIELD)?;
+    let f = unnamed.named(&event);
     let change = match event.as_str() {
         "project_created" => ProjectChange::Created,
         "project_updated" => ProjectChange::Updated,

@@ -39,20 +39,12 @@ pub(crate) fn parse(body: &[u8], paths: &[&str]) -> serde_json::Result<Value> {
 /// listed path is it, holds it (kept whole), or goes through it (the reader
 /// then reads on along a listed path).
 pub(crate) fn covers(paths: &[&str], pointer: &str) -> bool {
-    let segments = |p: &'_ str| -> Vec<String> {
-        p.split('/')
-            .skip(1)
-            .map(str::to_owned)
-            .collect::<Vec<String>>()
-    };
-    let read = segments(pointer);
     paths.iter().any(|path| {
-        let kept = segments(path);
-        let n = kept.len().min(read.len());
-        kept[..n]
-            .iter()
-            .zip(&read[..n])
-            .all(|(k, r)| k == r || (k == "*" && r.parse::<usize>().is_ok()))
+        // Compared over the shorter of the two.
+        path.split('/')
+            .skip(1)
+            .zip(pointer.split('/').skip(1))
+            .all(|(kept, read)| kept == read || (kept == "*" && read.parse::<usize>().is_ok()))
     })
 }
 
