@@ -108,7 +108,7 @@ fn push(key: String) -> NewDelivery {
         error: None,
         // Real pushes differ; these share their filler bytes, so they carry
         // no hash that would make them replays of each other.
-        body_sha256: None,
+        replay_key: None,
     }
 }
 

@@ -27,7 +27,7 @@ async fn delivery(store: &Store, key: &str, status: DeliveryStatus) -> String {
         status,
         error: None,
         // The same bytes under several keys: no hash, so none is a replay.
-        body_sha256: None,
+        replay_key: None,
     };
     match store.record_delivery(&new).await.unwrap() {
         Recorded::Stored { id, .. } => id,

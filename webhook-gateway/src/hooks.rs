@@ -51,7 +51,6 @@ use cmcp_domain::Platform;
 use cmcp_registry::{
     Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
 };
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
@@ -453,9 +452,7 @@ async fn store(
         verification: verification.to_owned(),
         status,
         error,
-        // Drive notifications are all empty: their hash says nothing.
-        body_sha256: (platform != Platform::Drive)
-            .then(|| hex::encode(Sha256::digest(verified.body()))),
+        replay_key: verified.replay_key(),
     };
     let (key, event_label, parse_error) = (
         new.delivery_key.clone(),

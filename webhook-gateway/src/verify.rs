@@ -27,7 +27,7 @@ use bytes::Bytes;
 use cmcp_domain::{Platform, Token};
 use hmac::{Hmac, KeyInit, Mac};
 use secrecy::{ExposeSecret, SecretSlice};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 pub use drive::{
     DriveChannel, GOOG_CHANNEL_ID_HEADER, GOOG_CHANNEL_TOKEN_HEADER, GOOG_RESOURCE_ID_HEADER,
@@ -155,6 +155,8 @@ pub struct Verified {
     platform: Platform,
     body: Bytes,
     headers: HeaderMap,
+    /// The signature tag that matched (none for Drive, which is not signed).
+    tag: Option<[u8; SHA256_LEN]>,
 }
 
 impl Verified {
@@ -169,6 +171,17 @@ impl Verified {
 
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
+    }
+
+    /// What recognises this signed body if it is sent again under another
+    /// delivery id: the hex SHA-256 of the signature that verified it. That
+    /// signature is the HMAC of the body under the connection's secret, so it
+    /// tells bodies apart as a hash of the body would, without a second pass
+    /// over the body; hashing it once more means that what the store keeps
+    /// cannot be sent back as a signature. `None` for Drive, whose
+    /// notifications have no body.
+    pub fn replay_key(&self) -> Option<String> {
+        self.tag.map(|tag| hex::encode(Sha256::digest(tag)))
     }
 }
 
@@ -230,6 +243,7 @@ impl Unverified {
                     platform,
                     body: self.body.clone(),
                     headers: self.headers.clone(),
+                    tag: Some(tag),
                 },
                 i,
             )),
@@ -250,16 +264,14 @@ fn signature_header(platform: Platform) -> Result<&'static str, VerifyError> {
 }
 
 /// `sha256=<64 hex digits>` → the 32 tag bytes. Hex case is not significant.
-fn parse_signature(value: &[u8]) -> Result<Vec<u8>, &'static str> {
+fn parse_signature(value: &[u8]) -> Result<[u8; SHA256_LEN], &'static str> {
     let value = std::str::from_utf8(value).map_err(|_| "not ASCII")?.trim();
     let hex_part = value
         .strip_prefix(SIGNATURE_PREFIX)
         .ok_or("no sha256= prefix")?;
     let tag = hex::decode(hex_part).map_err(|_| "not hexadecimal")?;
-    if tag.len() != SHA256_LEN {
-        return Err("not a SHA-256 digest (wrong length)");
-    }
-    Ok(tag)
+    tag.try_into()
+        .map_err(|_| "not a SHA-256 digest (wrong length)")
 }
 
 #[cfg(test)]
@@ -439,6 +451,46 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn the_replay_key_follows_the_body_and_secret_and_is_not_the_signature() {
+        let body = br#"{"action":"renamed"}"#;
+        let key = |secret: &str, body: &[u8], header: String| {
+            delivery(Platform::Github, GITHUB_SIGNATURE_HEADER, &header, body)
+                .verify(&secrets(&[secret]))
+                .unwrap()
+                .replay_key()
+                .unwrap()
+        };
+        let signature = sign(&WebhookSecret::from("s1"), body);
+        let first = key("s1", body, signature.clone());
+        assert_eq!(first.len(), 64);
+        assert_eq!(
+            first,
+            key("s1", body, signature.clone()),
+            "same bytes again"
+        );
+        assert_eq!(
+            first,
+            key(
+                "s1",
+                body,
+                signature.to_uppercase().replace("SHA256=", "sha256=")
+            ),
+            "hex case is not significant"
+        );
+        let other = br#"{"action":"deleted"}"#;
+        assert_ne!(
+            first,
+            key("s1", other, sign(&WebhookSecret::from("s1"), other))
+        );
+        assert_ne!(
+            first,
+            key("s2", body, sign(&WebhookSecret::from("s2"), body))
+        );
+        // What is kept cannot be sent back as the signature.
+        assert_ne!(first, signature["sha256=".len()..]);
     }
 
     #[test]

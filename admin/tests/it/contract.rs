@@ -96,7 +96,7 @@ async fn delivery(store: &Store, key: &str, status: DeliveryStatus) -> String {
             verification: "hmac-sha256".into(),
             status,
             error: Some("upstream down".into()),
-            body_sha256: None,
+            replay_key: None,
         })
         .await
         .unwrap();

@@ -25,7 +25,7 @@ pub async fn deliveries_are_listed_shown_and_replay_is_checked(db: TestDb) {
         verification: "hmac-sha256".into(),
         status,
         error: error.map(str::to_owned),
-        body_sha256: None,
+        replay_key: None,
     };
     let Recorded::Stored { id: failed, .. } = db
         .store

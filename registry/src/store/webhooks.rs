@@ -47,9 +47,11 @@ pub struct NewDelivery {
     /// or `ignored` (understood, nothing to do).
     pub status: DeliveryStatus,
     pub error: Option<String>,
-    /// SHA-256 (hex) of the signed body, for replay detection; `None` where
-    /// bodies carry nothing (Drive notifications are all empty).
-    pub body_sha256: Option<String>,
+    /// What recognises the signed body if it comes again under another
+    /// delivery id (the gateway's: a hash of the signature that verified
+    /// it); `None` where bodies carry nothing (Drive notifications are all
+    /// empty).
+    pub replay_key: Option<String>,
 }
 
 /// A replay of a signed body under a new delivery id is recognised for this
@@ -372,7 +374,7 @@ impl Store {
     /// Store a verified delivery and, when its status is `received`, its
     /// `handle-delivery` job, in one transaction. A delivery key already
     /// stored for the connection is a duplicate, and so is a body already
-    /// stored for it (same hash) within [`REPLAY_WINDOW_MS`]: a signed body
+    /// stored for it (same replay key) within [`REPLAY_WINDOW_MS`]: a signed body
     /// replayed under a new delivery id. Nothing is written for either.
     pub async fn record_delivery(&self, new: &NewDelivery) -> Result<Recorded> {
         match self.record_deliveries(&[(new, None)]).await?.pop() {

@@ -160,6 +160,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at) \
            VALUES ('dl-10', 'gh-acme', 'github', 'hook:1:guid-10', 'repository.renamed', 9100, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL)",
     ),
+    (
+        // No table: body_sha256 is renamed replay_key.
+        20261205000000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
+           VALUES ('dl-11', 'gh-acme', 'github', 'hook:1:guid-11', 'repository.renamed', 9200, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-11')",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]

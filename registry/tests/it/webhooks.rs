@@ -27,7 +27,7 @@ async fn a_signed_body_replayed_under_a_new_key_is_a_duplicate(db: TestDb) {
     let s = &db.store;
     add_connection(s, "gh", Owner::Company).await;
     let hashed = |key: &str, hash: Option<&str>| NewDelivery {
-        body_sha256: hash.map(str::to_owned),
+        replay_key: hash.map(str::to_owned),
         ..delivery(key, DeliveryStatus::Ignored)
     };
     let Recorded::Stored { id, .. } = s.record_delivery(&hashed("k1", Some("aa"))).await.unwrap()
@@ -141,11 +141,11 @@ fn first_then_its_copies(out: &[Accepted]) -> String {
     first.clone()
 }
 
-/// A failed delivery whose signed body hashed to `hash` (what replay
-/// detection compares).
+/// A failed delivery with replay key `hash` (what replay detection
+/// compares).
 fn hashed(key: &str, hash: &str) -> NewDelivery {
     NewDelivery {
-        body_sha256: Some(hash.to_owned()),
+        replay_key: Some(hash.to_owned()),
         ..delivery(key, DeliveryStatus::Failed)
     }
 }
@@ -161,7 +161,7 @@ fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
         verification: "hmac-sha256".to_owned(),
         status,
         error: None,
-        body_sha256: None,
+        replay_key: None,
     }
 }
 

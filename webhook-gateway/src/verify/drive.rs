@@ -59,6 +59,7 @@ pub fn verify_drive_channel(
         platform: Platform::Drive,
         body: Bytes::new(),
         headers: headers.clone(),
+        tag: None,
     })
 }
 
@@ -115,6 +116,7 @@ mod tests {
         let v = verify_drive_channel(&ok, &ch).unwrap();
         assert_eq!(v.platform(), Platform::Drive);
         assert!(v.body().is_empty());
+        assert_eq!(v.replay_key(), None, "no body, nothing to recognise");
 
         for (headers, header) in [
             (

@@ -285,9 +285,28 @@ pub async fn signed_body_replayed_under_a_new_id_is_a_duplicate(db: TestDb) {
     assert_eq!(
         post(&app, "/hooks/github/gh", &again).await,
         StatusCode::OK,
-        "recognised by its body's hash"
+        "recognised by its replay key"
+    );
+    // The same signature spelt in upper-case hex is the same signature.
+    let mut shouted = replay(&secret, first, "0c0c0c0c-0000-0000-0000-000000000003");
+    for (name, value) in &mut shouted.headers {
+        if *name == GITHUB_SIGNATURE_HEADER {
+            *value = format!("sha256={}", value["sha256=".len()..].to_uppercase());
+        }
+    }
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &shouted).await,
+        StatusCode::OK,
+        "hex case does not make a new replay key"
     );
     assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (1, 1));
+    // Another body under another id is new.
+    let other = "0d0d0d0d-0000-0000-0000-000000000004";
+    assert_eq!(
+        post(&app, "/hooks/github/gh", &github(&secret, other)).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(deliveries_and_jobs(&db.store, "gh").await, (2, 2));
 }
 
 pub async fn signed_but_unparseable_is_kept_as_failed(db: TestDb) {

@@ -13,10 +13,10 @@
 //! decides afresh. A cache can thus make a delivery cheaper, never accept
 //! one the store would have refused.
 //!
-//! On PostgreSQL the deliveries of a batch that share no key and no body
-//! hash with another go in together, one statement over arrays
+//! On PostgreSQL the deliveries of a batch that share no key and no
+//! replay key with another go in together, one statement over arrays
 //! ([`pg_batch`]); each of the others is one CTE: the premise, the replay lookup
-//! (same body hash for the connection within [`REPLAY_WINDOW_MS`]), the
+//! (same replay key for the connection within [`REPLAY_WINDOW_MS`]), the
 //! delivery's INSERT with its UNIQUE dedupe, and its job's INSERT. Through
 //! a gateway's [`DeliveryWriter`], a batch whose deliveries are all
 //! independent is that one statement, committed on its own without
@@ -109,12 +109,12 @@ fn premise_sql() -> String {
 }
 
 /// The first stored delivery of the same signed body within the window
-/// (`$16` its start); nothing when `$13`, the hash, is NULL.
+/// (`$16` its start); nothing when `$13`, the replay key, is NULL.
 const REPLAY_SQL: &str = "SELECT id FROM webhook_deliveries WHERE connection_id = $2 \
-     AND body_sha256 = $13 AND received_at > $16 ORDER BY received_at LIMIT 1";
+     AND replay_key = $13 AND received_at > $16 ORDER BY received_at LIMIT 1";
 
 const DELIVERY_COLUMNS: &str = "id, connection_id, platform, delivery_key, event, received_at, \
-     headers, body, verification, status, error, processed_at, body_sha256";
+     headers, body, verification, status, error, processed_at, replay_key";
 
 /// The PostgreSQL statement, with the job's INSERT (`$17`–`$21`) or,
 /// for a delivery that needs no job, without it (so that a registry
@@ -230,7 +230,7 @@ macro_rules! bind_delivery {
             .bind(p.new.status.as_str())
             .bind(&p.new.error)
             .bind(p.processed_at)
-            .bind(&p.new.body_sha256)
+            .bind(&p.new.replay_key)
             .bind(p.secret_id())
             .bind(p.checked())
             .bind(p.now - REPLAY_WINDOW_MS)
@@ -382,7 +382,7 @@ impl Store {
 
     /// Store verified deliveries in ONE transaction, each with its
     /// `handle-delivery` job when its status is `received`, each checked
-    /// against its [`Premise`] (when given), dedupe key and body hash as
+    /// against its [`Premise`] (when given), dedupe key and replay key as
     /// [`Store::record_delivery`] does, in order: a later delivery of the
     /// batch is a duplicate or a replay of an earlier one as if it had come
     /// after it. Nothing is written when this fails.
@@ -454,7 +454,7 @@ async fn pg_statements(
 /// PostgreSQL a connection of its own, taken out of the pool on the first
 /// batch, whose session plans the batch statement generically
 /// ([`pg_batch::SESSION_GENERIC`]), so that a batch whose deliveries share
-/// no key and no body hash is ONE statement in its own implicit
+/// no key and no replay key is ONE statement in its own implicit
 /// transaction: one round trip, where a pooled connection needs three
 /// (`BEGIN` with `SET LOCAL`, the statement, `COMMIT`). Batches with
 /// deliveries that must see each other still get a transaction. On SQLite

@@ -4,12 +4,12 @@
 //! process; on a busy machine those, not the SQL, bound the rate).
 //!
 //! Only deliveries that share neither their delivery key nor their body
-//! hash with another of the batch go in together: every row of one
+//! replay key with another of the batch go in together: every row of one
 //! statement sees the same snapshot, so two copies of one key, or a body
 //! and its replay, could not see each other there. Those few are written
 //! after it, one statement each and in their order, in the same
 //! transaction, where each sees the rows before it. As the two groups
-//! share no key and no hash, neither's outcome depends on the other's, and
+//! share no key and no replay key, neither's outcome depends on the other's, and
 //! every outcome is the one of one delivery after the other.
 
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ use super::{Accepted, Prepared, reading_statuses};
 use crate::error::Result;
 use crate::store::webhooks::{HANDLE_DELIVERY_QUEUE, Recorded};
 
-/// Which deliveries of the batch share no key and no body hash with
+/// Which deliveries of the batch share no key and no replay key with
 /// another of it.
 pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
     let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
@@ -28,7 +28,7 @@ pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
     for p in batch {
         let c = p.new.connection_id.as_str();
         *keys.entry((c, &p.new.delivery_key)).or_default() += 1;
-        if let Some(h) = &p.new.body_sha256 {
+        if let Some(h) = &p.new.replay_key {
             *hashes.entry((c, h)).or_default() += 1;
         }
     }
@@ -38,7 +38,7 @@ pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
             let c = p.new.connection_id.as_str();
             keys[&(c, p.new.delivery_key.as_str())] == 1
                 && p.new
-                    .body_sha256
+                    .replay_key
                     .as_deref()
                     .is_none_or(|h| hashes[&(c, h)] == 1)
         })
@@ -58,7 +58,7 @@ fn batch_sql(with_job: bool) -> String {
            $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::int8[], \
            $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::text[], $18::bytea[], $19::int4[], \
            $20::int8[]) WITH ORDINALITY AS t(id, connection_id, platform, delivery_key, event, \
-           received_at, headers, body, verification, status, error, processed_at, body_sha256, \
+           received_at, headers, body, verification, status, error, processed_at, replay_key, \
            secret_id, checked, since, job_id, job, max_attempts, run_at, ord)), \
          checked AS MATERIALIZED (SELECT i.*, \
            (i.checked = 0 OR (EXISTS (SELECT 1 FROM connections c WHERE c.id = i.connection_id \
@@ -67,15 +67,15 @@ fn batch_sql(with_job: bool) -> String {
               WHERE s.id = i.secret_id AND s.connection_id = i.connection_id \
               AND (s.valid_until IS NULL OR s.valid_until > i.received_at))))) AS ok, \
            (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
-              AND d.body_sha256 = i.body_sha256 AND d.received_at > i.since \
+              AND d.replay_key = i.replay_key AND d.received_at > i.since \
               ORDER BY d.received_at LIMIT 1) AS replay, \
            (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
               AND d.delivery_key = i.delivery_key) AS existing \
            FROM input i), \
          ins AS (INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
-           received_at, headers, body, verification, status, error, processed_at, body_sha256) \
+           received_at, headers, body, verification, status, error, processed_at, replay_key) \
            SELECT id, connection_id, platform, delivery_key, event, received_at, headers, body, \
-           verification, status, error, processed_at, body_sha256 FROM checked \
+           verification, status, error, processed_at, replay_key FROM checked \
            WHERE ok AND replay IS NULL ORDER BY ord \
            ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id){job} \
          SELECT c.ok, c.replay, ins.id, c.existing FROM checked c LEFT JOIN ins ON ins.id = c.id \
@@ -145,7 +145,7 @@ pub(super) async fn pg_many<'a>(
         .bind(
             batch
                 .iter()
-                .map(|p| p.new.body_sha256.as_deref())
+                .map(|p| p.new.replay_key.as_deref())
                 .collect::<Vec<Option<&str>>>(),
         )
         .bind(
