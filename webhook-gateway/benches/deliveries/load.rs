@@ -90,7 +90,8 @@ pub enum Pace {
     /// Each client sends its next request when the last is answered.
     Closed,
     /// Request `i` is due at `i / rate` seconds; its latency counts from
-    /// then, so a server (or generator) that falls behind shows it.
+    /// then when it is sent late, so a server that falls behind shows it
+    /// (and from the client's waking when it is sent on time).
     Rate(f64),
 }
 
@@ -145,7 +146,20 @@ pub async fn run(
                 if due.duration_since(started) >= seconds {
                     break;
                 }
-                tokio::time::sleep_until(due.into()).await;
+                // Never a timer for a request already due: tokio's timers
+                // fire on the next millisecond tick at the earliest, so a
+                // sleep until now is a sleep of up to a millisecond, which
+                // a closed loop would add to every request. A client that
+                // is early sleeps, and its latency counts from when it woke
+                // (the timer's lateness is the generator's, not the
+                // server's); a client that is late (its last answer came
+                // after this request was due) counts from when it was due.
+                let due = if Instant::now() < due {
+                    tokio::time::sleep_until(due.into()).await;
+                    Instant::now()
+                } else {
+                    due
+                };
                 let body = bodies.next();
                 let signature = sign(&secret, &body);
                 let mut request = format!(
