@@ -20,8 +20,10 @@ use std::time::Duration;
 
 pub mod fuzz;
 
+use crate::NewConnection;
 use crate::cipher::Cipher;
 use crate::store::{Store, StoreOptions};
+use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
 
 /// Expand each named `async fn(TestDb)` of the invoking module into a
 /// SQLite test and a PostgreSQL test (`<module>::sqlite::<name>`,
@@ -63,6 +65,35 @@ macro_rules! both_backends {
 /// helper opens with any other's cipher.
 pub fn cipher() -> Cipher {
     Cipher::from_key_bytes(&[42u8; 32]).expect("a 32-byte key")
+}
+
+/// Create a company connection `id` of `platform` (scope `acme`, an
+/// unreachable base URL, token `t`) and return its webhook secret.
+pub async fn company_connection(store: &Store, id: &str, platform: Platform) -> String {
+    store
+        .create_connection(
+            &cipher(),
+            NewConnection {
+                id: id.to_owned(),
+                spec: ConnectionSpec {
+                    platform,
+                    scope: "acme".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                },
+                owner: Owner::Company,
+                token: Token::new("t"),
+                settings: serde_json::json!({}),
+            },
+            "test",
+        )
+        .await
+        .expect("test connection");
+    store
+        .current_webhook_secret(&cipher(), id)
+        .await
+        .expect("its webhook secret")
+        .expose()
+        .to_owned()
 }
 
 pub const POSTGRES_URL_ENV: &str = "CMCP_TEST_POSTGRES_URL";

@@ -26,9 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::NewConnection;
-use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_domain::Platform;
+use cmcp_registry::testing::{TestDb, cipher, company_connection};
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -58,24 +57,7 @@ fn main() {
 /// loopback port printed on stdout.
 async fn serve(bounded: bool) {
     let db = TestDb::sqlite().await;
-    db.store
-        .create_connection(
-            &cipher(),
-            NewConnection {
-                id: "gh".into(),
-                spec: ConnectionSpec {
-                    platform: Platform::Github,
-                    scope: "acme".into(),
-                    base_url: "http://127.0.0.1:9".into(),
-                },
-                owner: Owner::Company,
-                token: Token::new("t"),
-                settings: serde_json::json!({}),
-            },
-            "bench",
-        )
-        .await
-        .unwrap();
+    company_connection(&db.store, "gh", Platform::Github).await;
     let mut config = GatewayConfig::default();
     if !bounded {
         config.max_inflight_body_bytes = usize::MAX;

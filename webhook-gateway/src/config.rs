@@ -57,6 +57,11 @@ pub struct GatewayConfig {
     /// Each holds a database connection of its own, beside the store's
     /// pool ([`cmcp_registry::DeliveryWriter`]).
     pub commit_writers: usize,
+    /// While another writer is committing, a writer keeps gathering until
+    /// the bodies of its batch reach this many bytes (or that commit
+    /// ends): small deliveries in fewer, larger commits, large ones in
+    /// overlapping commits ([`crate::writer`]).
+    pub commit_overlap_bytes: usize,
 }
 
 impl Default for GatewayConfig {
@@ -73,6 +78,7 @@ impl Default for GatewayConfig {
             commit_batch_max: 64,
             commit_window: Duration::ZERO,
             commit_writers: 2,
+            commit_overlap_bytes: 64 * 1024,
         }
     }
 }

@@ -110,6 +110,7 @@ impl Hooks {
                     max: self.config.commit_batch_max,
                     window: self.config.commit_window,
                     writers: self.config.commit_writers,
+                    overlap_bytes: self.config.commit_overlap_bytes,
                 },
             )
         })

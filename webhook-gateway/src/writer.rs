@@ -14,18 +14,26 @@
 //! SQLite takes one writer at a time, so the gateway has exactly one there:
 //! its requests queue in memory instead of busy-waiting on
 //! `BEGIN IMMEDIATE` against each other. PostgreSQL takes
-//! `commit_writers` writers, whose commits overlap.
+//! `commit_writers` writers, whose commits overlap, but only where that
+//! pays: while another writer is committing, a writer keeps gathering
+//! until the bodies it holds reach `commit_overlap_bytes` (or the other
+//! commit ends). Small deliveries thus go in fewer, larger commits (each
+//! commit has a cost of its own, and two at once compete for the same
+//! cores), large ones in overlapping commits (each body's own work
+//! dominates and two backends share it out).
 //!
 //! A failed transaction fails every delivery of its batch (each answered
 //! 503, nothing written), as a failed transaction of its own would have.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cmcp_registry::{
     Accepted, Backend, DeliveryWriter, NewDelivery, Premise, RegistryError, Store,
 };
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
 /// How a writer batches.
@@ -34,6 +42,7 @@ pub(crate) struct Batching {
     pub max: usize,
     pub window: Duration,
     pub writers: usize,
+    pub overlap_bytes: usize,
 }
 
 /// Why a delivery was not written.
@@ -68,13 +77,16 @@ impl Writer {
             Backend::Postgres => batching.writers.max(1),
         };
         let (queue, rx) = mpsc::channel(max * writers * 4);
-        let rx = Arc::new(Mutex::new(rx));
+        let shared = Arc::new(Shared {
+            rx: Mutex::new(rx),
+            committing: AtomicUsize::new(0),
+            committed: Notify::new(),
+        });
         for _ in 0..writers {
             tokio::spawn(run(
                 store.delivery_writer(),
-                rx.clone(),
-                max,
-                batching.window,
+                shared.clone(),
+                Batching { max, ..batching },
             ));
         }
         Writer { queue }
@@ -96,34 +108,75 @@ impl Writer {
     }
 }
 
-async fn run(
-    mut writer: DeliveryWriter,
-    rx: Arc<Mutex<mpsc::Receiver<Pending>>>,
-    max: usize,
-    window: Duration,
-) {
+/// What the writers share: the queue (one of them gathers from it at a
+/// time) and how many are committing.
+struct Shared {
+    rx: Mutex<mpsc::Receiver<Pending>>,
+    committing: AtomicUsize,
+    /// Told whenever a writer's commit ends.
+    committed: Notify,
+}
+
+async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching) {
+    let Batching {
+        max,
+        window,
+        overlap_bytes,
+        ..
+    } = batching;
     loop {
         let batch = {
             // One writer gathers at a time; the others commit meanwhile.
-            let mut rx = rx.lock().await;
+            let mut rx = shared.rx.lock().await;
             let Some(first) = rx.recv().await else { return };
+            let mut bytes = first.delivery.body.len();
             let mut batch = vec![first];
             let deadline = Instant::now() + window;
             while batch.len() < max {
                 match rx.try_recv() {
-                    Ok(p) => batch.push(p),
-                    Err(_) if window.is_zero() => break,
-                    Err(_) => match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(p)) => batch.push(p),
-                        Ok(None) | Err(_) => break,
+                    Ok(p) => {
+                        bytes += p.delivery.body.len();
+                        batch.push(p);
+                        continue;
+                    }
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => {}
+                }
+                // Registered before `committing` is read, so that a commit
+                // ending in between still wakes this writer.
+                let committed = shared.committed.notified();
+                tokio::pin!(committed);
+                committed.as_mut().enable();
+                let beside_another =
+                    bytes < overlap_bytes && shared.committing.load(Ordering::Acquire) > 0;
+                let in_window = !window.is_zero() && Instant::now() < deadline;
+                if !beside_another && !in_window {
+                    break;
+                }
+                tokio::select! {
+                    p = rx.recv() => match p {
+                        Some(p) => {
+                            bytes += p.delivery.body.len();
+                            batch.push(p);
+                        }
+                        None => break,
                     },
+                    // The other commit ended: decide again.
+                    () = &mut committed, if beside_another => {}
+                    () = tokio::time::sleep_until(deadline), if !beside_another => {}
                 }
             }
+            // Counted before the next writer may gather.
+            shared.committing.fetch_add(1, Ordering::AcqRel);
             batch
         };
         let items: Vec<(&NewDelivery, Option<Premise>)> =
             batch.iter().map(|p| (&p.delivery, p.premise)).collect();
-        match writer.record(&items).await {
+        let result = writer.record(&items).await;
+        drop(items);
+        shared.committing.fetch_sub(1, Ordering::AcqRel);
+        shared.committed.notify_waiters();
+        match result {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
                     // A request that gave up waiting still had its delivery
@@ -138,5 +191,105 @@ async fn run(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmcp_domain::Platform;
+    use cmcp_registry::DeliveryStatus;
+    use cmcp_registry::testing::{TestDb, company_connection};
+
+    /// An `ignored` delivery (no job) with a body of `bytes` bytes.
+    fn pending(key: &str, bytes: usize) -> (Pending, oneshot::Receiver<Reply>) {
+        let (reply, answer) = oneshot::channel();
+        let delivery = NewDelivery {
+            connection_id: "gh".into(),
+            platform: Platform::Github,
+            delivery_key: key.into(),
+            event: "ping".into(),
+            headers: Vec::new(),
+            body: vec![b' '; bytes],
+            verification: "hmac-sha256".into(),
+            status: DeliveryStatus::Ignored,
+            error: None,
+            replay_key: None,
+        };
+        let p = Pending {
+            delivery,
+            premise: None,
+            reply,
+        };
+        (p, answer)
+    }
+
+    async fn answered(answer: &mut oneshot::Receiver<Reply>) -> bool {
+        match tokio::time::timeout(Duration::from_millis(300), answer).await {
+            Ok(reply) => {
+                assert!(matches!(reply, Ok(Ok(Accepted::Recorded(_)))), "{reply:?}");
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// While another writer is committing, a writer holds small deliveries
+    /// back and gathers them (nothing is answered until that commit ends,
+    /// then all are, together); a batch whose bodies reach the overlap
+    /// size goes at once. The rule lives in the gateway, not the store,
+    /// so one backend shows it; "another writer" is the shared count.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_deliveries_wait_for_the_commit_in_flight_large_ones_overlap_it() {
+        let db = TestDb::sqlite().await;
+        company_connection(&db.store, "gh", Platform::Github).await;
+        let (queue, rx) = mpsc::channel(64);
+        let shared = Arc::new(Shared {
+            rx: Mutex::new(rx),
+            committing: AtomicUsize::new(1),
+            committed: Notify::new(),
+        });
+        tokio::spawn(run(
+            db.store.delivery_writer(),
+            shared.clone(),
+            Batching {
+                max: 64,
+                window: Duration::ZERO,
+                writers: 2,
+                overlap_bytes: 1000,
+            },
+        ));
+
+        let mut small = Vec::new();
+        for i in 0..3 {
+            let (p, answer) = pending(&format!("small-{i}"), 300);
+            queue.send(p).await.unwrap();
+            small.push(answer);
+        }
+        for answer in &mut small {
+            assert!(!answered(answer).await, "held while the other commit runs");
+        }
+        // A fourth brings the batch past 1,000 bytes: it goes, all four.
+        let (p, mut fourth) = pending("small-3", 300);
+        queue.send(p).await.unwrap();
+        assert!(answered(&mut fourth).await);
+        for answer in &mut small {
+            assert!(answered(answer).await);
+        }
+
+        // Below the size again, the end of the other commit lets it go.
+        let (p, mut alone) = pending("alone", 10);
+        queue.send(p).await.unwrap();
+        assert!(!answered(&mut alone).await);
+        shared.committing.fetch_sub(1, Ordering::AcqRel);
+        shared.committed.notify_waiters();
+        assert!(answered(&mut alone).await);
+
+        // With no other commit in flight, a small delivery goes at once.
+        let (p, mut next) = pending("next", 10);
+        queue.send(p).await.unwrap();
+        assert!(answered(&mut next).await);
+        let stored = db.store.list_deliveries("gh").await.unwrap();
+        assert_eq!(stored.len(), 6);
     }
 }

@@ -26,7 +26,8 @@
 //! `cargo bench -p cmcp-webhook-gateway --bench deliveries`
 //! Knobs: `BENCH_SECONDS` (8, a phase), `BENCH_CONCURRENCY` (16),
 //! `BENCH_SIZES` (`7669,51200` bytes), `BENCH_COMMIT_WRITERS`,
-//! `BENCH_COMMIT_WINDOW_MS`, `BENCH_COMMIT_BATCH_MAX` (the gateway's
+//! `BENCH_COMMIT_WINDOW_MS`, `BENCH_COMMIT_BATCH_MAX`,
+//! `BENCH_COMMIT_OVERLAP_BYTES` (the gateway's
 //! `[gateway]` settings; defaults as there), `BENCH_BACKENDS`
 //! (`sqlite,postgres`).
 
@@ -35,9 +36,9 @@ mod refs;
 
 use std::time::Duration;
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{NewConnection, Store};
+use cmcp_domain::Platform;
+use cmcp_registry::Store;
+use cmcp_registry::testing::{TestDb, cipher, company_connection};
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, listen, router};
 use load::{Bodies, Figures, Pace};
 
@@ -89,31 +90,7 @@ async fn setup(store: &Store) -> String {
     cmcp_worker::queue::setup(store)
         .await
         .expect("queue tables");
-    let cipher = cipher();
-    store
-        .create_connection(
-            &cipher,
-            NewConnection {
-                id: "gh".into(),
-                spec: ConnectionSpec {
-                    platform: Platform::Github,
-                    scope: "acme".into(),
-                    base_url: "http://127.0.0.1:9".into(),
-                },
-                owner: Owner::Company,
-                token: Token::new("t"),
-                settings: serde_json::json!({}),
-            },
-            "bench",
-        )
-        .await
-        .expect("connection");
-    store
-        .current_webhook_secret(&cipher, "gh")
-        .await
-        .expect("secret")
-        .expose()
-        .to_owned()
+    company_connection(store, "gh", Platform::Github).await
 }
 
 /// Write out what the phases before left in the log (a `CHECKPOINT` on
@@ -338,6 +315,7 @@ fn main() {
             commit_writers: knob("BENCH_COMMIT_WRITERS", defaults.commit_writers),
             commit_batch_max: knob("BENCH_COMMIT_BATCH_MAX", defaults.commit_batch_max),
             commit_window: Duration::from_millis(window as u64),
+            commit_overlap_bytes: knob("BENCH_COMMIT_OVERLAP_BYTES", defaults.commit_overlap_bytes),
             ..defaults
         },
     };
@@ -347,12 +325,13 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "deliveries bench: load average {} at start, {} cores; gateway commit_writers {} (PostgreSQL), commit_window {:?}, commit_batch_max {}",
+        "deliveries bench: load average {} at start, {} cores; gateway commit_writers {} (PostgreSQL), commit_window {:?}, commit_batch_max {}, commit_overlap_bytes {}",
         load_average(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         knobs.gateway.commit_writers,
         knobs.gateway.commit_window,
         knobs.gateway.commit_batch_max,
+        knobs.gateway.commit_overlap_bytes,
     );
     let lines = rt.block_on(async {
         let mut lines = Vec::new();

@@ -7,9 +7,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{NewConnection, Store};
+use cmcp_domain::Platform;
+use cmcp_registry::Store;
+use cmcp_registry::testing::{TestDb, cipher, company_connection};
 use cmcp_webhook_gateway::verify::GITHUB_SIGNATURE_HEADER;
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, WebhookSecret, router, sign};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,30 +38,7 @@ fn limits() -> GatewayConfig {
 }
 
 async fn connection(store: &Store, id: &str) -> String {
-    store
-        .create_connection(
-            &cipher(),
-            NewConnection {
-                id: id.to_owned(),
-                spec: ConnectionSpec {
-                    platform: Platform::Github,
-                    scope: "acme".into(),
-                    base_url: "http://127.0.0.1:9".into(),
-                },
-                owner: Owner::Company,
-                token: Token::new("t"),
-                settings: serde_json::json!({}),
-            },
-            "test",
-        )
-        .await
-        .unwrap();
-    store
-        .current_webhook_secret(&cipher(), id)
-        .await
-        .unwrap()
-        .expose()
-        .to_owned()
+    company_connection(store, id, Platform::Github).await
 }
 
 /// Serve the edge with `config` on a fresh port; a GitHub connection `gh`

@@ -6,9 +6,9 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
-use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{DeliveryStatus, NewConnection, Store, StoreOptions};
+use cmcp_domain::Platform;
+use cmcp_registry::testing::{TestDb, cipher, company_connection};
+use cmcp_registry::{DeliveryStatus, Store, StoreOptions};
 use cmcp_webhook_gateway::verify::GITHUB_SIGNATURE_HEADER;
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, WebhookSecret, router, sign};
 use tower::ServiceExt;
@@ -48,30 +48,7 @@ pub(crate) async fn setup_queue(store: &Store) {
 }
 
 async fn connection(store: &Store, id: &str, platform: Platform) -> String {
-    store
-        .create_connection(
-            &cipher(),
-            NewConnection {
-                id: id.to_owned(),
-                spec: ConnectionSpec {
-                    platform,
-                    scope: "acme".into(),
-                    base_url: "http://127.0.0.1:9".into(),
-                },
-                owner: Owner::Company,
-                token: Token::new("t"),
-                settings: serde_json::json!({}),
-            },
-            "test",
-        )
-        .await
-        .unwrap();
-    store
-        .current_webhook_secret(&cipher(), id)
-        .await
-        .unwrap()
-        .expose()
-        .to_owned()
+    company_connection(store, id, platform).await
 }
 
 /// A ready store with the queue tables and a GitHub connection `gh`;
