@@ -24,12 +24,12 @@ use crate::store::webhooks::{HANDLE_DELIVERY_QUEUE, Recorded};
 /// another of it.
 pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
     let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut hashes: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut replays: HashMap<(&str, &str), usize> = HashMap::new();
     for p in batch {
         let c = p.new.connection_id.as_str();
         *keys.entry((c, &p.new.delivery_key)).or_default() += 1;
         if let Some(h) = &p.new.replay_key {
-            *hashes.entry((c, h)).or_default() += 1;
+            *replays.entry((c, h)).or_default() += 1;
         }
     }
     batch
@@ -40,7 +40,7 @@ pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
                 && p.new
                     .replay_key
                     .as_deref()
-                    .is_none_or(|h| hashes[&(c, h)] == 1)
+                    .is_none_or(|h| replays[&(c, h)] == 1)
         })
         .collect()
 }
@@ -105,7 +105,7 @@ static NO_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_s
 
 type Row = (Option<bool>, Option<String>, Option<String>, Option<String>);
 
-/// Write `batch` (deliveries that share no key and no hash) in one
+/// Write `batch` (deliveries that share no key and no replay key) in one
 /// statement; outcomes in its order.
 pub(super) async fn pg_many<'a>(
     conn: &mut PgConnection,
