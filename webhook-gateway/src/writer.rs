@@ -117,6 +117,25 @@ struct Shared {
     committed: Notify,
 }
 
+/// One writer's commit in flight: counted while it lives, and told to the
+/// others when it ends, even by a panic (a count left behind would hold
+/// every later small batch back).
+struct Committing<'a>(&'a Shared);
+
+impl<'a> Committing<'a> {
+    fn start(shared: &'a Shared) -> Committing<'a> {
+        shared.committing.fetch_add(1, Ordering::AcqRel);
+        Committing(shared)
+    }
+}
+
+impl Drop for Committing<'_> {
+    fn drop(&mut self) {
+        self.0.committing.fetch_sub(1, Ordering::AcqRel);
+        self.0.committed.notify_waiters();
+    }
+}
+
 async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching) {
     let Batching {
         max,
@@ -167,15 +186,14 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
                 }
             }
             // Counted before the next writer may gather.
-            shared.committing.fetch_add(1, Ordering::AcqRel);
-            batch
+            (batch, Committing::start(&shared))
         };
+        let (batch, committing) = batch;
         let items: Vec<(&NewDelivery, Option<Premise>)> =
             batch.iter().map(|p| (&p.delivery, p.premise)).collect();
         let result = writer.record(&items).await;
         drop(items);
-        shared.committing.fetch_sub(1, Ordering::AcqRel);
-        shared.committed.notify_waiters();
+        drop(committing);
         match result {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
@@ -232,6 +250,30 @@ mod tests {
             }
             Err(_) => false,
         }
+    }
+
+    /// A commit that ends by a panic is still uncounted, and its end told.
+    #[tokio::test]
+    async fn a_commit_that_panics_is_uncounted_and_its_end_told() {
+        let (_queue, rx) = mpsc::channel::<Pending>(1);
+        let shared = Shared {
+            rx: Mutex::new(rx),
+            committing: AtomicUsize::new(0),
+            committed: Notify::new(),
+        };
+        let told = shared.committed.notified();
+        tokio::pin!(told);
+        told.as_mut().enable();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _committing = Committing::start(&shared);
+            assert_eq!(shared.committing.load(Ordering::Acquire), 1);
+            panic!("the store call panicked");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(shared.committing.load(Ordering::Acquire), 0);
+        tokio::time::timeout(Duration::from_secs(5), told)
+            .await
+            .expect("the waiting writer is told");
     }
 
     /// While another writer is committing, a writer holds small deliveries
