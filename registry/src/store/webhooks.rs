@@ -507,6 +507,7 @@ pub use retries::DeliveryFilter;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::TestDb;
 
     #[test]
     fn ulids_are_26_crockford_characters() {
@@ -527,49 +528,44 @@ mod tests {
         assert_eq!(job.payload, br#"{"delivery_id":"01ABC"}"#);
     }
 
+    crate::both_backends!(the_oldest_waiting_delivery_is_read_from_the_state_index);
+
     /// The gateway's age gauge reads the oldest waiting delivery through
-    /// `webhook_deliveries_state` on both backends (it replaced
+    /// `webhook_deliveries_state` (it replaced
     /// `webhook_deliveries_unprocessed`), never by reading every row.
     /// PostgreSQL is asked with sequential scans priced out, as on a table
     /// big enough to matter; an empty one would rightly be scanned.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_oldest_waiting_delivery_is_read_from_the_state_index() {
-        use crate::testing::TestDb;
-        let mut dbs = vec![TestDb::sqlite().await];
-        dbs.extend(TestDb::postgres().await);
-        for db in dbs {
-            let plan: Vec<String> = match &db.store {
-                Store::Sqlite(pool) => {
-                    let explain = format!("EXPLAIN QUERY PLAN {OLDEST_UNPROCESSED_SQL}");
-                    sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(explain))
-                        .fetch_all(pool)
-                        .await
-                        .unwrap()
-                        .into_iter()
-                        .map(|r| r.3)
-                        .collect()
-                }
-                Store::Postgres(pool) => {
-                    let mut tx = pool.begin().await.unwrap();
-                    sqlx::query("SET LOCAL enable_seqscan = off")
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    let explain = format!("EXPLAIN {OLDEST_UNPROCESSED_SQL}");
-                    let plan = sqlx::query_as::<_, (String,)>(sqlx::AssertSqlSafe(explain))
-                        .fetch_all(&mut *tx)
-                        .await
-                        .unwrap();
-                    tx.rollback().await.unwrap();
-                    plan.into_iter().map(|r| r.0).collect()
-                }
-            };
-            let text = plan.join("\n");
-            assert!(
-                text.contains("webhook_deliveries_state") && !text.contains("Seq Scan"),
-                "{:?}: {text}",
-                db.store.backend()
-            );
-        }
+    async fn the_oldest_waiting_delivery_is_read_from_the_state_index(db: TestDb) {
+        let plan: Vec<String> = match &db.store {
+            Store::Sqlite(pool) => {
+                let explain = format!("EXPLAIN QUERY PLAN {OLDEST_UNPROCESSED_SQL}");
+                sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(explain))
+                    .fetch_all(pool)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.3)
+                    .collect()
+            }
+            Store::Postgres(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query("SET LOCAL enable_seqscan = off")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                let explain = format!("EXPLAIN {OLDEST_UNPROCESSED_SQL}");
+                let plan = sqlx::query_as::<_, (String,)>(sqlx::AssertSqlSafe(explain))
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap();
+                tx.rollback().await.unwrap();
+                plan.into_iter().map(|r| r.0).collect()
+            }
+        };
+        let text = plan.join("\n");
+        assert!(
+            text.contains("webhook_deliveries_state") && !text.contains("Seq Scan"),
+            "{text}"
+        );
     }
 }

@@ -37,15 +37,11 @@ fn limits() -> GatewayConfig {
     }
 }
 
-async fn connection(store: &Store, id: &str) -> String {
-    company_connection(store, id, Platform::Github).await
-}
-
 /// Serve the edge with `config` on a fresh port; a GitHub connection `gh`
 /// exists. Returns the address and `gh`'s secret.
 async fn serve(db: &TestDb, config: GatewayConfig) -> (SocketAddr, String) {
     crate::hooks::setup_queue(&db.store).await;
-    let secret = connection(&db.store, "gh").await;
+    let secret = company_connection(&db.store, "gh", Platform::Github).await;
     let app = router(EdgeState {
         store: db.store.clone(),
         metrics: None,
@@ -247,7 +243,7 @@ pub async fn requests_past_the_cap_answer_503_at_once(db: TestDb) {
 /// body byte is sent (the client here never sends one).
 pub async fn unknown_disabled_and_forged_answer_alike_before_the_body(db: TestDb) {
     let (addr, _) = serve(&db, limits()).await;
-    connection(&db.store, "gh-off").await;
+    company_connection(&db.store, "gh-off", Platform::Github).await;
     let disable = "UPDATE connections SET status = 'disabled' WHERE id = 'gh-off'";
     match &db.store {
         Store::Sqlite(p) => drop(sqlx::query(disable).execute(p).await.unwrap()),

@@ -47,15 +47,11 @@ pub(crate) async fn setup_queue(store: &Store) {
     cmcp_worker::queue::setup(store).await.unwrap();
 }
 
-async fn connection(store: &Store, id: &str, platform: Platform) -> String {
-    company_connection(store, id, platform).await
-}
-
 /// A ready store with the queue tables and a GitHub connection `gh`;
 /// returns its webhook secret.
 pub(crate) async fn ready(db: &TestDb) -> String {
     setup_queue(&db.store).await;
-    connection(&db.store, "gh", Platform::Github).await
+    company_connection(&db.store, "gh", Platform::Github).await
 }
 
 pub(crate) struct Delivery {
@@ -143,7 +139,7 @@ pub async fn signed_delivery_is_stored_with_its_job(db: TestDb) {
 
 pub async fn forged_deliveries_are_refused_without_a_job(db: TestDb) {
     let secret = ready(&db).await;
-    let other = connection(&db.store, "gh-other", Platform::Github).await;
+    let other = company_connection(&db.store, "gh-other", Platform::Github).await;
     let app = app(&db.store, 1 << 20);
     let path = "/hooks/github/gh";
 
@@ -177,8 +173,8 @@ pub async fn forged_deliveries_are_refused_without_a_job(db: TestDb) {
 
 pub async fn unknown_routes_and_oversized_bodies_are_refused(db: TestDb) {
     let secret = ready(&db).await;
-    connection(&db.store, "jira-a", Platform::Jira).await;
-    connection(&db.store, "drive-a", Platform::Drive).await;
+    company_connection(&db.store, "jira-a", Platform::Jira).await;
+    company_connection(&db.store, "drive-a", Platform::Drive).await;
     let app = app(&db.store, 1024);
     let d = github(&secret, "b1");
     assert_eq!(
@@ -320,7 +316,7 @@ pub async fn signed_but_unparseable_is_kept_as_failed(db: TestDb) {
 /// queue exists the platform's retry goes through. A closed store is a 503
 /// too.
 pub async fn failing_store_answers_503_and_writes_nothing(db: TestDb) {
-    let secret = connection(&db.store, "gh", Platform::Github).await;
+    let secret = company_connection(&db.store, "gh", Platform::Github).await;
     let app = app(&db.store, 1 << 20);
     let d = github(&secret, "e1");
     assert_eq!(
