@@ -144,7 +144,7 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
         ..
     } = batching;
     loop {
-        let batch = {
+        let (batch, committing) = {
             // One writer gathers at a time; the others commit meanwhile.
             let mut rx = shared.rx.lock().await;
             let Some(first) = rx.recv().await else { return };
@@ -188,7 +188,6 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
             // Counted before the next writer may gather.
             (batch, Committing::start(&shared))
         };
-        let (batch, committing) = batch;
         let items: Vec<(&NewDelivery, Option<Premise>)> =
             batch.iter().map(|p| (&p.delivery, p.premise)).collect();
         let result = writer.record(&items).await;
@@ -280,7 +279,8 @@ mod tests {
     /// back and gathers them (nothing is answered until that commit ends,
     /// then all are, together); a batch whose bodies reach the overlap
     /// size goes at once. The rule lives in the gateway, not the store,
-    /// so one backend shows it; "another writer" is the shared count.
+    /// so one backend shows it; "another writer" is a commit counted
+    /// by the test.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn small_deliveries_wait_for_the_commit_in_flight_large_ones_overlap_it() {
         let db = TestDb::sqlite().await;
@@ -288,9 +288,10 @@ mod tests {
         let (queue, rx) = mpsc::channel(64);
         let shared = Arc::new(Shared {
             rx: Mutex::new(rx),
-            committing: AtomicUsize::new(1),
+            committing: AtomicUsize::new(0),
             committed: Notify::new(),
         });
+        let another = Committing::start(&shared);
         tokio::spawn(run(
             db.store.delivery_writer(),
             shared.clone(),
@@ -323,8 +324,7 @@ mod tests {
         let (p, mut alone) = pending("alone", 10);
         queue.send(p).await.unwrap();
         assert!(!answered(&mut alone).await);
-        shared.committing.fetch_sub(1, Ordering::AcqRel);
-        shared.committed.notify_waiters();
+        drop(another);
         assert!(answered(&mut alone).await);
 
         // With no other commit in flight, a small delivery goes at once.

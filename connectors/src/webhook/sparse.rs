@@ -4,9 +4,10 @@
 //! event is 7.6 KB: the repository, its owner, the sender, the
 //! organization, each with dozens of URLs), and a parser reads a handful.
 //! Building all of it as a [`Value`] took a fifth of the CPU of the
-//! deliveries bench's process (gateway and load generator together). [`parse`] checks every byte as a full parse does (a body that
-//! is not JSON, or not UTF-8, is refused) but builds only the members on
-//! the paths a parser names, and skips the rest without allocating.
+//! deliveries bench's process (gateway and load generator together).
+//! [`parse`] checks every byte as a full parse does (a body that is not
+//! JSON, or not UTF-8, is refused) but builds only the members on the
+//! paths a parser names, and skips the rest without allocating.
 //!
 //! Paths are JSON pointers (`/repository/owner/login`) in which `*` stands
 //! for every element of an array (`/repositories_added/*/id`). A path that
