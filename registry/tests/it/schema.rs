@@ -115,3 +115,70 @@ async fn webhook_bodies_compress_with_lz4_on_postgres() {
     .unwrap();
     assert_eq!(method, "l", "lz4");
 }
+
+/// A delivery body that lz4 brings to a few KB (a common GitHub payload
+/// size) stays in the delivery's row on PostgreSQL: the table's
+/// `toast_tuple_target` is a page, so nothing goes to its TOAST table (at
+/// PostgreSQL's default of about 2 KB it would, in two chunks, each a heap
+/// row and an index entry of their own). A body over a page still does.
+#[tokio::test(flavor = "multi_thread")]
+async fn compressed_delivery_bodies_up_to_a_page_stay_in_the_row_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let Store::Postgres(pool) = &db.store else {
+        unreachable!("a PostgreSQL store")
+    };
+    cmcp_registry::testing::company_connection(&db.store, "gh", cmcp_domain::Platform::Github)
+        .await;
+    // Hex of a xorshift stream (lz4 cannot shrink it much) in a JSON
+    // envelope that repeats (it can).
+    let hex = |n: usize, mut x: u64| -> String {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from_digit((x & 0xf) as u32, 16).unwrap()
+            })
+            .collect()
+    };
+    let body = |random: usize| {
+        format!(
+            "{{\"noise\":\"{}\",\"commits\":[{}]}}",
+            hex(random, 0x9e37_79b9_7f4a_7c15),
+            vec!["{\"message\":\"Fix the build\",\"author\":{\"name\":\"Ada\"}}"; 120].join(",")
+        )
+        .into_bytes()
+    };
+    let insert = |id: &'static str, body: Vec<u8>| {
+        sqlx::query(
+            "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
+               received_at, headers, body, verification, status) \
+             VALUES ($1, 'gh', 'github', $1, 'push', 1, '[]', $2, 'hmac-sha256', 'received')",
+        )
+        .bind(id)
+        .bind(body)
+        .execute(pool)
+    };
+    // The TOAST table's size: none until a chunk is written to it.
+    let toasted = || async {
+        sqlx::query_as::<_, (i32, i32, i64)>(
+            "SELECT pg_column_size(body), octet_length(body), \
+               (SELECT pg_relation_size(reltoastrelid) FROM pg_class \
+                WHERE oid = 'webhook_deliveries'::regclass) \
+             FROM webhook_deliveries ORDER BY id DESC LIMIT 1",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    };
+    insert("d1", body(5_000)).await.unwrap();
+    let (stored, raw, chunks) = toasted().await;
+    assert!(stored > 2_100 && stored < raw, "{stored} of {raw} bytes");
+    assert_eq!(chunks, 0, "a {stored}-byte compressed body went to TOAST");
+    insert("d2", body(20_000)).await.unwrap();
+    let (stored, raw, chunks) = toasted().await;
+    assert!(stored > 8_160, "{stored} of {raw} bytes");
+    assert!(chunks > 0, "a body over a page stays out of the row");
+}

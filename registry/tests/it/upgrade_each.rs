@@ -166,6 +166,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
            VALUES ('dl-11', 'gh-acme', 'github', 'hook:1:guid-11', 'repository.renamed', 9200, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-11')",
     ),
+    (
+        // No table: PostgreSQL keeps bodies of up to a page in the row.
+        20261205090000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
+           VALUES ('dl-12', 'gh-acme', 'github', 'hook:1:guid-12', 'repository.renamed', 9300, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-12')",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
