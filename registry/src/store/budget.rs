@@ -27,7 +27,7 @@
 
 use serde::Serialize;
 
-use super::{now_ms, on_pool};
+use super::{now_ms, on_pool, on_writer};
 use crate::error::Result;
 
 /// Whether a request may be sent now.
@@ -102,7 +102,7 @@ impl super::Store {
         // A few rounds: a missing row is created, a due window rolled over,
         // and the reservation tried again.
         for _ in 0..4 {
-            let taken = on_pool!(self, pool => {
+            let taken = on_writer!(self, pool => {
                 sqlx::query(
                     "UPDATE rate_budgets SET \
                        remaining = CASE WHEN remaining IS NULL THEN NULL ELSE remaining - 1 END, \
@@ -121,7 +121,7 @@ impl super::Store {
                 return Ok(BudgetGrant::Go);
             }
             let Some(row) = self.budget(key).await? else {
-                on_pool!(self, pool => {
+                on_writer!(self, pool => {
                     sqlx::query(
                         "INSERT INTO rate_budgets (budget_key, in_flight, updated_at) \
                          VALUES ($1, 0, $2) ON CONFLICT (budget_key) DO NOTHING",
@@ -161,7 +161,7 @@ impl super::Store {
     /// Starts the window after the one that reset at `reset` (only if no
     /// other worker did first).
     async fn roll_budget_over(&self, key: &str, reset: i64, now_ms: i64, stale: i64) -> Result<()> {
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             sqlx::query(
                 "UPDATE rate_budgets SET \
                    remaining = CASE WHEN request_limit IS NULL THEN NULL \
@@ -180,7 +180,7 @@ impl super::Store {
     /// answer said.
     pub async fn settle_budget(&self, key: &str, s: BudgetSettlement, now_ms: i64) -> Result<()> {
         // Every right-hand side sees the row as it was before this UPDATE.
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             sqlx::query(
                 "UPDATE rate_budgets SET \
                    in_flight = CASE WHEN in_flight > 0 THEN in_flight - 1 ELSE 0 END, \
@@ -221,7 +221,7 @@ impl super::Store {
 
     /// Records that `connection_id` spends `key` (writes only on a change).
     pub async fn note_budget_user(&self, connection_id: &str, key: &str) -> Result<()> {
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO rate_budget_users (connection_id, budget_key, updated_at) \
                  VALUES ($1, $2, $3) ON CONFLICT (connection_id) DO UPDATE \

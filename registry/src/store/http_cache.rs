@@ -5,7 +5,7 @@
 //! connection that received it. A page is written only when its ETag
 //! changed, so re-syncing an unchanged catalogue writes nothing here.
 
-use super::{now_ms, on_pool};
+use super::{now_ms, on_pool, on_writer};
 use crate::error::Result;
 
 /// One cached answer.
@@ -42,7 +42,7 @@ impl super::Store {
         body: &str,
         link: Option<&str>,
     ) -> Result<bool> {
-        let n = on_pool!(self, pool => {
+        let n = on_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO http_cache (connection_id, url, etag, body, link, fetched_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (connection_id, url) DO UPDATE \
@@ -64,7 +64,7 @@ impl super::Store {
         url: &str,
         now_ms: i64,
     ) -> Result<bool> {
-        let n = on_pool!(self, pool => {
+        let n = on_writer!(self, pool => {
             sqlx::query(
                 "UPDATE http_cache SET fetched_at = $3 \
                  WHERE connection_id = $1 AND url = $2 AND fetched_at < $3",
@@ -77,7 +77,7 @@ impl super::Store {
 
     /// Drops a connection's cached pages (the next sync reads in full).
     pub async fn forget_cached_pages(&self, connection_id: &str) -> Result<u64> {
-        Ok(on_pool!(self, pool => {
+        Ok(on_writer!(self, pool => {
             sqlx::query("DELETE FROM http_cache WHERE connection_id = $1")
                 .bind(connection_id).execute(pool).await?.rows_affected()
         }))

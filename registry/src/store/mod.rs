@@ -48,6 +48,7 @@ mod suggestions;
 mod unseen;
 mod visibility;
 mod webhooks;
+mod write_turn;
 
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use budget::{BudgetGrant, BudgetRow, BudgetSettlement, BudgetTiming};
@@ -96,6 +97,10 @@ pub use webhooks::{
 /// `_sqlx_migrations` in the same SQLite file; sharing it breaks both.
 pub const MIGRATIONS_TABLE: &str = "_cmcp_migrations";
 
+/// How long a SQLite writer waits for the file: for its turn among this
+/// process's writers, and then in SQLite's busy handler for other processes.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
@@ -118,14 +123,33 @@ macro_rules! on_pool {
     };
 }
 
+/// Run `$body` with `$pool` bound to whichever pool the store holds, as a
+/// writer: on SQLite it first takes the file's turn to write (see
+/// `write_turn`), so that a single-statement write queues behind the
+/// transaction in progress instead of sleeping in SQLite's busy handler.
+macro_rules! on_writer {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Sqlite($pool) => {
+                let _turn = $crate::store::write_turn::sqlite($pool).await?;
+                $body
+            }
+            $crate::store::Store::Postgres($pool) => $body,
+        }
+    };
+}
+
 /// Run `$body` inside a write transaction bound to `$tx`, committing when the
 /// body returns normally; a `?` inside rolls back by dropping the
-/// transaction. SQLite write transactions begin IMMEDIATE so that two
-/// writers queue on the busy timeout instead of failing on lock upgrade.
+/// transaction. On SQLite the writer first takes the file's turn (see
+/// `write_turn`) and then begins IMMEDIATE, so that writers of this process
+/// queue in order and writers of other processes wait on the busy timeout
+/// instead of failing on lock upgrade.
 macro_rules! in_tx {
     ($store:expr, $tx:ident => $body:block) => {
         match $store {
             $crate::store::Store::Sqlite(pool) => {
+                let _turn = $crate::store::write_turn::sqlite(pool).await?;
                 let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
                 let out = $body;
                 $tx.commit().await?;
@@ -141,7 +165,7 @@ macro_rules! in_tx {
     };
 }
 
-pub(crate) use {in_tx, on_pool};
+pub(crate) use {in_tx, on_pool, on_writer};
 
 /// How the store opens its pool.
 #[derive(Debug, Clone)]
@@ -251,7 +275,7 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(10))
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .pragma(
                     "cache_size",
                     format!("-{}", options.sqlite_cache_per_connection_kib()),

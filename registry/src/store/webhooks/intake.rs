@@ -400,6 +400,7 @@ impl Store {
                 Ok(out)
             }
             Store::Sqlite(pool) => {
+                let _turn = crate::store::write_turn::sqlite(pool).await?;
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
                 let mut out = Vec::with_capacity(prepared.len());
                 for p in &prepared {

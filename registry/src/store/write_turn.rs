@@ -1,0 +1,148 @@
+//! SQLite writers of one process take turns, one database file at a time.
+//!
+//! SQLite lets one writer hold a file. Every other connection that wants to
+//! write meets `SQLITE_BUSY`, and its busy handler sleeps (1 ms, then 2, 5,
+//! 10, up to 100 ms) and tries again. Under load that sleeping is most of a
+//! writer's wait: the lock is often free long before the sleeper wakes. A
+//! first sync of 50,000 repos counted about 3,000 such sleeps, because the page
+//! apply, the rate budget's reserve and settle of every request and the page
+//! cache all write to the same file.
+//!
+//! Inside one process the writers can queue instead: each takes this file's
+//! turn (a fair async mutex) before it begins writing, and the next in line
+//! starts the moment the holder is done. Writers in other processes (and the
+//! job queue's own pool) still meet the busy handler, which stays as it was.
+//! A turn is waited for at most [`SQLITE_BUSY_TIMEOUT`], the same bound the
+//! busy handler has, and then the write fails as a transient error.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+
+use sqlx::SqlitePool;
+use tokio::sync::{Mutex as TurnLock, OwnedMutexGuard};
+
+use super::SQLITE_BUSY_TIMEOUT;
+use crate::{RegistryError, Result};
+
+type Turn = Arc<TurnLock<()>>;
+
+/// One turn per database file, shared by every pool of this process that
+/// opens it. Weak, so that a file no pool holds any more leaves no entry
+/// behind once the map is next touched.
+static TURNS: LazyLock<Mutex<HashMap<PathBuf, Weak<TurnLock<()>>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn turn_of(file: PathBuf) -> Turn {
+    let mut turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(turn) = turns.get(&file).and_then(Weak::upgrade) {
+        return turn;
+    }
+    turns.retain(|_, turn| turn.strong_count() > 0);
+    let turn = Arc::new(TurnLock::new(()));
+    turns.insert(file, Arc::downgrade(&turn));
+    turn
+}
+
+/// Waits for this pool's file's turn to write. Hold the guard until the
+/// write has committed.
+pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
+    let turn = turn_of(pool.connect_options().get_filename().to_path_buf());
+    tokio::time::timeout(SQLITE_BUSY_TIMEOUT, turn.lock_owned())
+        .await
+        .map_err(|_| RegistryError::Database(sqlx::Error::PoolTimedOut))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::{Store, StoreOptions, in_tx};
+
+    #[tokio::test]
+    async fn one_file_has_one_turn_while_it_is_held_and_dead_turns_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.db");
+        let b = dir.path().join("b.db");
+
+        let first = turn_of(a.clone());
+        let again = turn_of(a.clone());
+        assert!(Arc::ptr_eq(&first, &again), "one file, one turn");
+        let other = turn_of(b.clone());
+        assert!(!Arc::ptr_eq(&first, &other), "two files, two turns");
+
+        let held = Arc::clone(&first).lock_owned().await;
+        assert!(again.try_lock().is_err(), "the turn is held");
+        assert!(other.try_lock().is_ok(), "another file's turn is free");
+        drop(held);
+        assert!(again.try_lock().is_ok(), "the turn is free again");
+
+        drop((first, again, other));
+        let _fresh = turn_of(dir.path().join("c.db"));
+        let turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            !turns.contains_key(&a) && !turns.contains_key(&b),
+            "a turn no pool holds is dropped from the map"
+        );
+    }
+
+    /// Two pools of this process open one file (as the gateway and the worker
+    /// of one binary do). While one holds the file's turn, no write through
+    /// the other starts: not a single statement, not a transaction, not a
+    /// batch of deliveries. Nothing else would stop them (no SQLite lock is
+    /// held), so without the turn they would all finish at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_through_any_pool_of_the_file_waits_for_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("turns.db").display());
+        let one = Store::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        one.migrate().await.unwrap();
+        let two = Store::connect(&url, &StoreOptions::default())
+            .await
+            .unwrap();
+        let Store::Sqlite(pool) = &one else {
+            unreachable!("a sqlite: url opens SQLite")
+        };
+        let held = sqlite(pool).await.unwrap();
+
+        let statement = tokio::spawn({
+            let two = two.clone();
+            async move { two.forget_cached_pages("c").await.map(drop) }
+        });
+        let batch = tokio::spawn({
+            let two = two.clone();
+            async move { two.record_deliveries(&[]).await.map(drop) }
+        });
+        let transaction = tokio::spawn(async move {
+            in_tx!(&two, tx => {
+                sqlx::query("DELETE FROM http_cache WHERE connection_id = 'c'")
+                    .execute(&mut *tx)
+                    .await?;
+            });
+            Ok::<_, RegistryError>(())
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for (what, task) in [
+            ("statement", &statement),
+            ("batch", &batch),
+            ("transaction", &transaction),
+        ] {
+            assert!(
+                !task.is_finished(),
+                "the {what} began while another writer held the turn"
+            );
+        }
+
+        drop(held);
+        for task in [statement, batch, transaction] {
+            tokio::time::timeout(SQLITE_BUSY_TIMEOUT, task)
+                .await
+                .expect("the write goes ahead once the turn is free")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
