@@ -12,7 +12,13 @@
 //!   HTTP client keeping the same number of requests in flight on the same
 //!   pages and doing nothing with them. The raw floor is the bench's own
 //!   overhead (the simulator's CPU for generating ~5 KB per repository, and
-//!   loopback); what a sync takes beyond it is the product's;
+//!   loopback); what a sync takes beyond it is the product's. The
+//!   simulator shares the machine's cores with the sync, as a real GitHub
+//!   does not, so it keeps its cost off the sync's path where a real
+//!   upstream's would be: it answers at arrival plus the latency with its
+//!   own work done during the wait, and renders each listing page once per
+//!   state of the org (the raw floor's run renders them; every later run
+//!   of the same size is served the same bytes and ETags);
 //! - the listing alone (the connector, records discarded), which tells
 //!   the HTTP side from the registry side;
 //! - PostgreSQL's first sync against SQLite's (goal ≤ 1.10×);
