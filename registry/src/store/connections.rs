@@ -230,7 +230,7 @@ impl Store {
         let now = now_ms();
         let n = on_pool!(self, pool => {
             sqlx::query("UPDATE connections SET lease_until = $1 WHERE id = $2 AND lease_owner = $3")
-                .bind(now + ttl_ms).bind(id).bind(holder).execute(pool).await?.rows_affected()
+                .bind(now.saturating_add(ttl_ms)).bind(id).bind(holder).execute(pool).await?.rows_affected()
         });
         Ok(n == 1)
     }

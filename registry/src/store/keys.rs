@@ -253,7 +253,7 @@ impl Store {
             sqlx::query(
                 "INSERT INTO admin_sessions (id_hash, key_id, csrf_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
             )
-            .bind(id_hash).bind(key_id).bind(csrf_hash).bind(now).bind(now + ttl_ms)
+            .bind(id_hash).bind(key_id).bind(csrf_hash).bind(now).bind(now.saturating_add(ttl_ms))
             .execute(&mut *tx).await?;
             // Past the cap, the key's oldest sessions end: a key signing in
             // in a loop cannot fill the table.

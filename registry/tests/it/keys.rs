@@ -108,6 +108,12 @@ async fn a_session_lives_until_it_expires_or_its_key_is_revoked(db: TestDb) {
     s.create_session("sess-old", "k2", "csrf-3", -1)
         .await
         .unwrap();
+    // A configured lifetime past the clock's range ends at its end
+    // instead of overflowing.
+    s.create_session("sess-long", "k1", "csrf-4", i64::MAX)
+        .await
+        .unwrap();
+    assert!(s.session_by_hash("sess-long").await.unwrap().is_some());
     let live = s.session_by_hash("sess-1").await.unwrap().unwrap();
     assert_eq!(
         (live.key.id.as_str(), live.csrf_hash.as_str()),

@@ -82,6 +82,16 @@ async fn lease_excludes_a_second_holder_until_it_lapses(db: TestDb) {
         !db.store.renew_lease("c", "w2", 60_000).await.unwrap(),
         "the lapsed holder lost it"
     );
+    // The longest lease a worker can ask for (its TTL in ms saturates at
+    // i64::MAX) is renewed to the clock's end, not overflowed past it.
+    assert!(db.store.renew_lease("c", "w3", i64::MAX).await.unwrap());
+    assert!(
+        matches!(
+            db.store.try_acquire_lease("c", "w4", 60_000).await.unwrap(),
+            LeaseAttempt::HeldBy { holder, until_ms } if holder == "w3" && until_ms == i64::MAX
+        ),
+        "still held, until the clock's end"
+    );
 }
 
 async fn runs_record_their_figures(db: TestDb) {
