@@ -172,6 +172,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
            VALUES ('dl-12', 'gh-acme', 'github', 'hook:1:guid-12', 'repository.renamed', 9300, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-12')",
     ),
+    (
+        // No table: PostgreSQL compresses bodies under a page in the row.
+        20261205120000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
+           VALUES ('dl-13', 'gh-acme', 'github', 'hook:1:guid-13', 'repository.renamed', 9400, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-13')",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
