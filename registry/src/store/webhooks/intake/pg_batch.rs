@@ -68,9 +68,7 @@ fn batch_sql(with_job: bool) -> String {
               AND (s.valid_until IS NULL OR s.valid_until > i.received_at))))) AS ok, \
            (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
               AND d.replay_key = i.replay_key AND d.received_at > i.since \
-              ORDER BY d.received_at LIMIT 1) AS replay, \
-           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
-              AND d.delivery_key = i.delivery_key) AS existing \
+              ORDER BY d.received_at LIMIT 1) AS replay \
            FROM input i), \
          ins AS (INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
            received_at, headers, body, verification, status, error, processed_at, replay_key) \
@@ -78,8 +76,11 @@ fn batch_sql(with_job: bool) -> String {
            verification, status, error, processed_at, replay_key FROM checked \
            WHERE ok AND replay IS NULL ORDER BY ord \
            ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id){job} \
-         SELECT c.ok, c.replay, ins.id, c.existing FROM checked c LEFT JOIN ins ON ins.id = c.id \
-         ORDER BY c.ord",
+         SELECT c.ok, c.replay, ins.id, \
+           CASE WHEN ins.id IS NULL AND c.ok AND c.replay IS NULL THEN \
+             (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = c.connection_id \
+                AND d.delivery_key = c.delivery_key) END \
+         FROM checked c LEFT JOIN ins ON ins.id = c.id ORDER BY c.ord",
         statuses = reading_statuses()
     )
 }
