@@ -136,7 +136,8 @@ fn pg_sql(with_job: bool) -> String {
          {job} \
          SELECT (SELECT ok FROM premise), (SELECT id FROM replay), (SELECT id FROM ins), \
            (SELECT id FROM job), \
-           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = $2 AND d.delivery_key = $4)",
+           CASE WHEN NOT EXISTS (SELECT 1 FROM ins) THEN (SELECT d.id FROM webhook_deliveries d \
+             WHERE d.connection_id = $2 AND d.delivery_key = $4) END",
         premise = premise_sql()
     )
 }
