@@ -200,29 +200,49 @@ impl Store {
     /// held — by anyone, `holder` included: the lease is not re-entrant, so
     /// two jobs of one worker are kept apart exactly like two workers of a
     /// fleet. A killed holder's lease simply lapses.
+    ///
+    /// A refusal names the holder as it was read after the attempt. A lease
+    /// released (or lapsed) between the two is free, not held by no one:
+    /// the attempt is made again, so a free lease is never reported held.
     pub async fn try_acquire_lease(
         &self,
         id: &str,
         holder: &str,
         ttl_ms: i64,
     ) -> Result<LeaseAttempt> {
-        let now = now_ms();
-        let n = on_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE connections SET lease_owner = $1, lease_until = $2 \
-                 WHERE id = $3 AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $4)",
-            )
-            .bind(holder).bind(now.saturating_add(ttl_ms)).bind(id).bind(now)
-            .execute(pool).await?.rows_affected()
-        });
-        if n == 1 {
-            return Ok(LeaseAttempt::Acquired);
+        let mut attempts = 0;
+        loop {
+            let now = now_ms();
+            let n = on_pool!(self, pool => {
+                sqlx::query(
+                    "UPDATE connections SET lease_owner = $1, lease_until = $2 \
+                     WHERE id = $3 AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $4)",
+                )
+                .bind(holder).bind(now.saturating_add(ttl_ms)).bind(id).bind(now)
+                .execute(pool).await?.rows_affected()
+            });
+            if n == 1 {
+                return Ok(LeaseAttempt::Acquired);
+            }
+            let row = self.get_connection(id).await?;
+            attempts += 1;
+            match (row.lease_owner, row.lease_until) {
+                (Some(holder), Some(until_ms)) if until_ms >= now => {
+                    return Ok(LeaseAttempt::HeldBy { holder, until_ms });
+                }
+                // Freed since the attempt. Each round lost means another
+                // holder took the lease and gave it up again in between; a
+                // handful in a row is a lease changing hands faster than it
+                // can be read, and the caller waits and tries later.
+                (holder, until_ms) if attempts >= LEASE_ATTEMPTS => {
+                    return Ok(LeaseAttempt::HeldBy {
+                        holder: holder.unwrap_or_default(),
+                        until_ms: until_ms.unwrap_or(now),
+                    });
+                }
+                _ => continue,
+            }
         }
-        let row = self.get_connection(id).await?;
-        Ok(LeaseAttempt::HeldBy {
-            holder: row.lease_owner.unwrap_or_default(),
-            until_ms: row.lease_until.unwrap_or(now),
-        })
     }
 
     /// Extend a lease this holder still owns; false when it was lost.
@@ -243,6 +263,10 @@ impl Store {
         Ok(())
     }
 }
+
+/// How many times [`Store::try_acquire_lease`] tries a lease it finds free
+/// after losing it.
+const LEASE_ATTEMPTS: u32 = 8;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseAttempt {

@@ -8,6 +8,7 @@ use crate::support::add_connection;
 
 both_backends!(
     lease_excludes_a_second_holder_until_it_lapses,
+    a_lease_freed_while_it_is_refused_is_never_held_by_no_one,
     runs_record_their_figures,
     progress_is_recorded_only_while_a_run_goes,
 );
@@ -91,6 +92,61 @@ async fn lease_excludes_a_second_holder_until_it_lapses(db: TestDb) {
             LeaseAttempt::HeldBy { holder, until_ms } if holder == "w3" && until_ms == i64::MAX
         ),
         "still held, until the clock's end"
+    );
+}
+
+/// One worker takes the lease, holds it a moment, gives it up and waits a
+/// moment, over and over; another keeps asking for it. The second either
+/// gets it or is told who holds it: a lease given up between its attempt
+/// and the reading of the holder used to come back held by "" until now,
+/// a sync skipped while the lease was free.
+async fn a_lease_freed_while_it_is_refused_is_never_held_by_no_one(db: TestDb) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    add_connection(&db.store, "c", Owner::Company).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = tokio::spawn({
+        let store = db.store.clone();
+        let stop = Arc::clone(&stop);
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                if store.try_acquire_lease("c", "w1", 60_000).await.unwrap()
+                    == LeaseAttempt::Acquired
+                {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    store.release_lease("c", "w1").await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    let (mut acquired, mut held, mut by_no_one) = (0, 0, Vec::new());
+    for _ in 0..400 {
+        match db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap() {
+            LeaseAttempt::Acquired => {
+                acquired += 1;
+                db.store.release_lease("c", "w2").await.unwrap();
+            }
+            LeaseAttempt::HeldBy { holder, until_ms } if holder == "w1" => {
+                assert!(until_ms > 0);
+                held += 1;
+            }
+            other => by_no_one.push(other),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.await.unwrap();
+    assert!(
+        by_no_one.is_empty(),
+        "{} of 400 refusals named no live holder: {:?}",
+        by_no_one.len(),
+        &by_no_one[..by_no_one.len().min(3)]
+    );
+    assert!(
+        acquired > 0 && held > 0,
+        "the two contended: {acquired} taken, {held} refused"
     );
 }
 
