@@ -82,6 +82,18 @@ impl Figures {
         let i = ((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1));
         l.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
     }
+
+    /// The slowest request, in ms: one stall of the server shows here
+    /// whole, where p99 only shows it once it delays 1 % of the requests.
+    pub fn max_ms(&self) -> f64 {
+        self.latencies
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            * 1e3
+    }
 }
 
 /// How requests are issued.

@@ -108,6 +108,23 @@ async fn settle(store: &Store) {
     .expect("checkpoint");
 }
 
+/// Checkpoints PostgreSQL has begun (timed, asked for, or forced by the
+/// log's size): one that begins during the paced phase is the server's
+/// own stall, not ours. `None` on SQLite, and on a server whose statistics
+/// live elsewhere.
+async fn checkpoints(store: &Store) -> Option<i64> {
+    let Store::Postgres(pool) = store else {
+        return None;
+    };
+    sqlx::query_as::<_, (i64,)>(
+        "SELECT (checkpoints_timed + checkpoints_req)::bigint FROM pg_stat_bgwriter",
+    )
+    .fetch_one(pool)
+    .await
+    .ok()
+    .map(|(n,)| n)
+}
+
 async fn counted(store: &Store) -> (i64, i64) {
     let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
     let (rows,): (i64,) = match store {
@@ -192,6 +209,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             _ => ours.rate() / 2.0,
         };
         settle(&db.store).await;
+        let checkpoints_before = checkpoints(&db.store).await;
         let half = load::run(
             &url,
             &secret,
@@ -204,6 +222,18 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         row(
             &format!("ours at half load ({half_rate:.0}/s offered)"),
             &half,
+        );
+        let server_checkpoints = match (checkpoints_before, checkpoints(&db.store).await) {
+            (Some(before), Some(after)) => format!(
+                "; the server began {} checkpoint(s) meanwhile",
+                after - before
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "  {:<46} {:>8.2} ms{server_checkpoints}",
+            "  its slowest request",
+            half.max_ms()
         );
         let peer = match (&k.peer, backend) {
             (Some((peer_url, peer_secret)), "postgres") => {
