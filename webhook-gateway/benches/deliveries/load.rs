@@ -69,6 +69,8 @@ pub struct Figures {
     pub ok: usize,
     pub elapsed: Duration,
     latencies: Vec<Duration>,
+    /// Each request's due time (from the phase's start) and latency.
+    timeline: Vec<(Duration, Duration)>,
 }
 
 impl Figures {
@@ -83,16 +85,30 @@ impl Figures {
         l.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
     }
 
-    /// The slowest request, in ms: one stall of the server shows here
-    /// whole, where p99 only shows it once it delays 1 % of the requests.
-    pub fn max_ms(&self) -> f64 {
-        self.latencies
+    /// The slowest request, in ms, and when it was due (s into the
+    /// phase): one stall of the server shows here whole, where p99 only
+    /// shows it once it delays 1 % of the requests.
+    pub fn slowest(&self) -> (f64, f64) {
+        self.timeline
             .iter()
-            .max()
-            .copied()
-            .unwrap_or_default()
-            .as_secs_f64()
-            * 1e3
+            .max_by_key(|(_, latency)| *latency)
+            .map_or((0.0, 0.0), |(due, latency)| {
+                (latency.as_secs_f64() * 1e3, due.as_secs_f64())
+            })
+    }
+
+    /// How many requests took longer than `ms`, and the span of their due
+    /// times (s into the phase): one stall, or slowness all along.
+    pub fn over(&self, ms: f64) -> (usize, f64, f64) {
+        let slow: Vec<f64> = self
+            .timeline
+            .iter()
+            .filter(|(_, latency)| latency.as_secs_f64() * 1e3 > ms)
+            .map(|(due, _)| due.as_secs_f64())
+            .collect();
+        let first = slow.iter().copied().fold(f64::INFINITY, f64::min);
+        let last = slow.iter().copied().fold(0.0, f64::max);
+        (slow.len(), first.min(last), last)
     }
 }
 
@@ -194,7 +210,7 @@ pub async fn run(
                     },
                     None => false,
                 };
-                lat.push(due.elapsed());
+                lat.push((due.duration_since(started), due.elapsed()));
                 sent += 1;
                 ok += usize::from(good);
             }
@@ -206,12 +222,14 @@ pub async fn run(
         ok: 0,
         elapsed: Duration::ZERO,
         latencies: Vec::new(),
+        timeline: Vec::new(),
     };
     for t in tasks {
         let (sent, ok, lat) = t.await.expect("client task");
         f.sent += sent;
         f.ok += ok;
-        f.latencies.extend(lat);
+        f.latencies.extend(lat.iter().map(|(_, latency)| *latency));
+        f.timeline.extend(lat);
     }
     f.elapsed = started.elapsed();
     f

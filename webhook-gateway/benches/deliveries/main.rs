@@ -125,6 +125,20 @@ async fn checkpoints(store: &Store) -> Option<i64> {
     .map(|(n,)| n)
 }
 
+/// Microseconds in which some task of the machine stalled on CPU and on
+/// I/O (Linux's pressure stall information); `None` where it is not kept.
+fn pressure() -> Option<(u64, u64)> {
+    let some_total = |what: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/pressure/{what}")).ok()?;
+        let line = text.lines().find(|l| l.starts_with("some "))?;
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix("total="))?
+            .parse()
+            .ok()
+    };
+    Some((some_total("cpu")?, some_total("io")?))
+}
+
 async fn counted(store: &Store) -> (i64, i64) {
     let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
     let (rows,): (i64,) = match store {
@@ -210,6 +224,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         };
         settle(&db.store).await;
         let checkpoints_before = checkpoints(&db.store).await;
+        let pressure_before = pressure();
         let half = load::run(
             &url,
             &secret,
@@ -230,11 +245,20 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             ),
             _ => String::new(),
         };
+        let (slowest, due) = half.slowest();
+        let (over, first, last) = half.over(10.0);
         println!(
-            "  {:<46} {:>8.2} ms{server_checkpoints}",
+            "  {:<46} {slowest:>8.2} ms, due {due:.2} s in; {over} over 10 ms, due {first:.2}-{last:.2} s in{server_checkpoints}",
             "  its slowest request",
-            half.max_ms()
         );
+        if let (Some(before), Some(after)) = (&pressure_before, pressure()) {
+            println!(
+                "  {:<46} cpu {:.0} ms, io {:.0} ms (some task stalled, from /proc/pressure)",
+                "  the machine's stalls meanwhile",
+                (after.0 - before.0) as f64 / 1e3,
+                (after.1 - before.1) as f64 / 1e3,
+            );
+        }
         let peer = match (&k.peer, backend) {
             (Some((peer_url, peer_secret)), "postgres") => {
                 let f = load::run(
