@@ -68,7 +68,6 @@ pub struct Figures {
     pub sent: usize,
     pub ok: usize,
     pub elapsed: Duration,
-    latencies: Vec<Duration>,
     /// Each request's due time (from the phase's start) and latency.
     timeline: Vec<(Duration, Duration)>,
 }
@@ -79,7 +78,7 @@ impl Figures {
     }
 
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        let mut l = self.latencies.clone();
+        let mut l: Vec<Duration> = self.timeline.iter().map(|(_, latency)| *latency).collect();
         l.sort();
         let i = ((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1));
         l.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
@@ -221,14 +220,12 @@ pub async fn run(
         sent: 0,
         ok: 0,
         elapsed: Duration::ZERO,
-        latencies: Vec::new(),
         timeline: Vec::new(),
     };
     for t in tasks {
         let (sent, ok, lat) = t.await.expect("client task");
         f.sent += sent;
         f.ok += ok;
-        f.latencies.extend(lat.iter().map(|(_, latency)| *latency));
         f.timeline.extend(lat);
     }
     f.elapsed = started.elapsed();
