@@ -210,8 +210,8 @@ impl Store {
         holder: &str,
         ttl_ms: i64,
     ) -> Result<LeaseAttempt> {
-        let mut attempts = 0;
-        loop {
+        let mut freed: (Option<String>, i64) = (None, 0);
+        for _ in 0..LEASE_ATTEMPTS {
             let now = now_ms();
             let n = on_pool!(self, pool => {
                 sqlx::query(
@@ -225,24 +225,22 @@ impl Store {
                 return Ok(LeaseAttempt::Acquired);
             }
             let row = self.get_connection(id).await?;
-            attempts += 1;
             match (row.lease_owner, row.lease_until) {
                 (Some(holder), Some(until_ms)) if until_ms >= now => {
                     return Ok(LeaseAttempt::HeldBy { holder, until_ms });
                 }
-                // Freed since the attempt. Each round lost means another
-                // holder took the lease and gave it up again in between; a
-                // handful in a row is a lease changing hands faster than it
-                // can be read, and the caller waits and tries later.
-                (holder, until_ms) if attempts >= LEASE_ATTEMPTS => {
-                    return Ok(LeaseAttempt::HeldBy {
-                        holder: holder.unwrap_or_default(),
-                        until_ms: until_ms.unwrap_or(now),
-                    });
-                }
-                _ => continue,
+                // Freed since the attempt: try again.
+                (holder, until_ms) => freed = (holder, until_ms.unwrap_or(now)),
             }
         }
+        // Every round lost: another holder took the lease and gave it up
+        // again between each attempt and its reread, a lease changing hands
+        // faster than it can be read. The caller waits and tries later.
+        let (holder, until_ms) = freed;
+        Ok(LeaseAttempt::HeldBy {
+            holder: holder.unwrap_or_default(),
+            until_ms,
+        })
     }
 
     /// Extend a lease this holder still owns; false when it was lost.
