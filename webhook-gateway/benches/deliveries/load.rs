@@ -97,17 +97,18 @@ impl Figures {
     }
 
     /// How many requests took longer than `ms`, and the span of their due
-    /// times (s into the phase): one stall, or slowness all along.
-    pub fn over(&self, ms: f64) -> (usize, f64, f64) {
-        let slow: Vec<f64> = self
+    /// times (s into the phase; `None` when there were none): one stall, or
+    /// slowness all along.
+    pub fn over(&self, ms: f64) -> (usize, Option<(f64, f64)>) {
+        let slow = self
             .timeline
             .iter()
             .filter(|(_, latency)| latency.as_secs_f64() * 1e3 > ms)
-            .map(|(due, _)| due.as_secs_f64())
-            .collect();
-        let first = slow.iter().copied().fold(f64::INFINITY, f64::min);
-        let last = slow.iter().copied().fold(0.0, f64::max);
-        (slow.len(), first.min(last), last)
+            .map(|(due, _)| due.as_secs_f64());
+        slow.fold((0, None), |(n, span), due| {
+            let (first, last) = span.unwrap_or((due, due));
+            (n + 1, Some((first.min(due), last.max(due))))
+        })
     }
 }
 

@@ -246,9 +246,12 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             _ => String::new(),
         };
         let (slowest, due) = half.slowest();
-        let (over, first, last) = half.over(10.0);
+        let over = match half.over(10.0) {
+            (_, None) => "none over 10 ms".to_owned(),
+            (n, Some((first, last))) => format!("{n} over 10 ms, due {first:.2}-{last:.2} s in"),
+        };
         println!(
-            "  {:<46} {slowest:>8.2} ms, due {due:.2} s in; {over} over 10 ms, due {first:.2}-{last:.2} s in{server_checkpoints}",
+            "  {:<46} {slowest:>8.2} ms, due {due:.2} s in; {over}{server_checkpoints}",
             "  its slowest request",
         );
         if let (Some(before), Some(after)) = (&pressure_before, pressure()) {
