@@ -123,14 +123,24 @@ async fn a_lease_freed_while_it_is_refused_is_never_held_by_no_one(db: TestDb) {
         }
     });
     let (mut acquired, mut held, mut by_no_one) = (0, 0, Vec::new());
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
     for _ in 0..400 {
+        let asked = now_ms();
         match db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap() {
             LeaseAttempt::Acquired => {
                 acquired += 1;
                 db.store.release_lease("c", "w2").await.unwrap();
             }
             LeaseAttempt::HeldBy { holder, until_ms } if holder == "w1" => {
-                assert!(until_ms > 0);
+                assert!(
+                    until_ms >= asked,
+                    "a refusal names a live lease: until {until_ms}, asked at {asked}"
+                );
                 held += 1;
             }
             other => by_no_one.push(other),
