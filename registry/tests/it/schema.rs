@@ -123,7 +123,8 @@ async fn webhook_bodies_compress_with_lz4_on_postgres() {
 /// lz4 brings to a few KB stays out of the TOAST table (at the default
 /// EXTENDED storage it would go there, in ~2 KB chunks, each a heap row
 /// and an index entry of their own), and only a body that leaves the row
-/// over a page even compressed goes to TOAST.
+/// over a page even compressed goes to TOAST. The row's short values (id,
+/// keys, headers) stay in it too.
 #[tokio::test(flavor = "multi_thread")]
 async fn delivery_bodies_are_compressed_in_the_row_until_it_exceeds_a_page_on_postgres() {
     let Some(db) = TestDb::postgres().await else {
@@ -154,14 +155,26 @@ async fn delivery_bodies_are_compressed_in_the_row_until_it_exceeds_a_page_on_po
         )
         .into_bytes()
     };
+    // The row's other values as the gateway writes them: a ULID, a GUID
+    // delivery key, a SHA-256 replay key and the kept headers, each longer
+    // than a TOAST pointer (at EXTENDED storage, each went to TOAST before
+    // the body was compressed).
     let insert = |id: &'static str, body: Vec<u8>| {
+        let guid = format!("c32c6948-d907-44f6-8e91-c312eb5662{id}");
+        let headers = format!(
+            "[[\"x-github-event\",\"push\"],[\"x-github-delivery\",\"{guid}\"],\
+             [\"x-github-hook-id\",\"1\"],[\"content-type\",\"application/json\"]]"
+        );
         sqlx::query(
             "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
-               received_at, headers, body, verification, status) \
-             VALUES ($1, 'gh', 'github', $1, 'push', 1, '[]', $2, 'hmac-sha256', 'received')",
+               received_at, headers, body, verification, status, replay_key) \
+             VALUES ($1, 'gh', 'github', $2, 'push', 1, $3, $4, 'hmac-sha256', 'received', $5)",
         )
-        .bind(id)
+        .bind(format!("01JF0QZ3V8M2K6T4N9P7R5W1{id}"))
+        .bind(guid)
+        .bind(headers)
         .bind(body)
+        .bind(hex(64, id.len() as u64 + 7))
         .execute(pool)
     };
     // The latest body's stored and raw sizes, and the TOAST table's size
@@ -191,7 +204,7 @@ async fn delivery_bodies_are_compressed_in_the_row_until_it_exceeds_a_page_on_po
     assert!(stored > 2_100 && stored < raw, "{stored} of {raw} bytes");
     assert_eq!(
         toast_bytes, 0,
-        "a {stored}-byte compressed body went to TOAST"
+        "a {stored}-byte compressed body, or a short value beside it, went to TOAST"
     );
     insert("d2", body(20_000)).await.unwrap();
     let (stored, raw, toast_bytes) = toasted().await;

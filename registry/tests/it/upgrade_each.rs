@@ -178,6 +178,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
            VALUES ('dl-13', 'gh-acme', 'github', 'hook:1:guid-13', 'repository.renamed', 9400, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-13')",
     ),
+    (
+        // No table: PostgreSQL keeps a delivery's short columns in the row.
+        20261206000000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
+           VALUES ('dl-14', 'gh-acme', 'github', 'hook:1:guid-14', 'repository.renamed', 9500, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-14')",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
