@@ -45,21 +45,26 @@ pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
         .collect()
 }
 
+/// The batch statement. The bodies (`$8`) and job payloads (`$18`) are
+/// read from their arrays by ordinal where they are inserted, and never
+/// pass through `input` and `checked`: `checked` is materialised and its
+/// rows sorted, and carrying the bodies there copied each one twice more
+/// in the server before its INSERT.
 fn batch_sql(with_job: bool) -> String {
     let job = if with_job {
         ", job AS (INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
-           SELECT c.job, c.job_id, $21, 'Pending', 0, c.max_attempts, to_timestamp(c.run_at), 0, NULL \
+           SELECT ($18::bytea[])[c.ord], c.job_id, $21, 'Pending', 0, c.max_attempts, to_timestamp(c.run_at), 0, NULL \
            FROM checked c JOIN ins ON ins.id = c.id WHERE c.job_id IS NOT NULL RETURNING id)"
     } else {
         ""
     };
     format!(
         "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-           $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::int8[], \
-           $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::text[], $18::bytea[], $19::int4[], \
+           $6::int8[], $7::text[], $9::text[], $10::text[], $11::text[], $12::int8[], \
+           $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::text[], $19::int4[], \
            $20::int8[]) WITH ORDINALITY AS t(id, connection_id, platform, delivery_key, event, \
-           received_at, headers, body, verification, status, error, processed_at, replay_key, \
-           secret_id, checked, since, job_id, job, max_attempts, run_at, ord)), \
+           received_at, headers, verification, status, error, processed_at, replay_key, \
+           secret_id, checked, since, job_id, max_attempts, run_at, ord)), \
          checked AS MATERIALIZED (SELECT i.*, \
            (i.checked = 0 OR (EXISTS (SELECT 1 FROM connections c WHERE c.id = i.connection_id \
               AND c.platform = i.platform AND c.status IN ({statuses})) \
@@ -72,8 +77,8 @@ fn batch_sql(with_job: bool) -> String {
            FROM input i), \
          ins AS (INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
            received_at, headers, body, verification, status, error, processed_at, replay_key) \
-           SELECT id, connection_id, platform, delivery_key, event, received_at, headers, body, \
-           verification, status, error, processed_at, replay_key FROM checked \
+           SELECT id, connection_id, platform, delivery_key, event, received_at, headers, \
+           ($8::bytea[])[ord], verification, status, error, processed_at, replay_key FROM checked \
            WHERE ok AND replay IS NULL ORDER BY ord \
            ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id){job} \
          SELECT c.ok, c.replay, ins.id, \
