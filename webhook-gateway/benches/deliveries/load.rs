@@ -73,6 +73,21 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// Count another run of the same phase in with this one (its rate is
+    /// then over both runs' time).
+    pub fn absorb(&mut self, other: Figures) {
+        let offset = self.elapsed;
+        self.sent += other.sent;
+        self.ok += other.ok;
+        self.elapsed += other.elapsed;
+        self.timeline.extend(
+            other
+                .timeline
+                .into_iter()
+                .map(|(due, latency)| (offset + due, latency)),
+        );
+    }
+
     pub fn rate(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }

@@ -2,7 +2,8 @@
 //! `CMCP_TEST_POSTGRES_URL` is set) PostgreSQL, for 7.6 KB and 50 KB
 //! bodies at 16 clients, against references measured in the same run:
 //!
-//! - ours back to back (rate, p50, p99), and paced at half load (p99):
+//! - ours back to back (rate, p50, p99), in `BENCH_ROUNDS` rounds that
+//!   alternate with pgbench's, and paced at half load (p99):
 //!   half of the larger of our rate and the reference's on PostgreSQL,
 //!   half of ours on SQLite; latency counts from when a request was due;
 //! - the database's single-row INSERT rate at the same client count and
@@ -29,7 +30,9 @@
 //! `BENCH_COMMIT_WINDOW_MS`, `BENCH_COMMIT_BATCH_MAX`,
 //! `BENCH_COMMIT_OVERLAP_BYTES` (the gateway's
 //! `[gateway]` settings; defaults as there), `BENCH_BACKENDS`
-//! (`sqlite,postgres`).
+//! (`sqlite,postgres`), `BENCH_ROUNDS` (4), `BENCH_SETUP_SQL` (statements
+//! run on the PostgreSQL registry once it is set up: a schema change tried
+//! without a migration).
 
 mod load;
 mod refs;
@@ -57,6 +60,8 @@ fn load_average() -> String {
 
 struct Knobs {
     seconds: Duration,
+    /// Rounds the back-to-back phase is cut into, alternating with pgbench.
+    rounds: usize,
     clients: usize,
     sizes: Vec<usize>,
     peer: Option<(String, String)>,
@@ -69,7 +74,8 @@ struct Line {
     size: usize,
     ours: (f64, f64, f64),
     half: (f64, f64),
-    pgbench: Option<f64>,
+    /// pgbench's mean rate, and the median of ours ÷ pgbench round by round.
+    pgbench: Option<(f64, f64)>,
     sqlx: f64,
     peer: Option<(f64, f64, f64)>,
     stored_ok: bool,
@@ -90,7 +96,14 @@ async fn setup(store: &Store) -> String {
     cmcp_worker::queue::setup(store)
         .await
         .expect("queue tables");
-    company_connection(store, "gh", Platform::Github).await
+    let secret = company_connection(store, "gh", Platform::Github).await;
+    if let (Ok(sql), Store::Postgres(pool)) = (std::env::var("BENCH_SETUP_SQL"), store) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(pool)
+            .await
+            .expect("setup sql");
+    }
+    secret
 }
 
 /// Write out what the phases before left in the log (a `CHECKPOINT` on
@@ -191,33 +204,13 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             Duration::from_secs(1),
         )
         .await;
-        let ours = load::run(&url, &secret, &bodies, k.clients, Pace::Closed, k.seconds).await;
-        row("ours", &ours);
-        let pgbench = match backend {
-            "postgres" => match refs::pgbench(&db.store, &db.url, &bodies, k.clients, k.seconds)
-                .await
-            {
-                Ok((tps, latency)) => {
-                    let latency = latency.map_or_else(String::new, |l| format!("  mean {l:.2} ms"));
-                    println!(
-                        "  {:<46} {tps:>8.0}/s{latency}",
-                        "pgbench, one INSERT a transaction"
-                    );
-                    Some(tps)
-                }
-                Err(why) => {
-                    println!("  pgbench: not run ({why})");
-                    None
-                }
-            },
-            _ => None,
-        };
+        let (ours, pgbench) = closed_rounds(backend, &db, &url, &secret, &bodies, k).await;
         let sqlx = refs::insert_loop(&db.url, &bodies, k.clients, k.seconds).await;
         println!(
             "  {:<46} {sqlx:>8.0}/s",
             "sqlx loop, one INSERT a transaction"
         );
-        let reference = pgbench.unwrap_or(sqlx);
+        let reference = pgbench.map_or(sqlx, |(rate, _)| rate);
         let half_rate = match backend {
             "postgres" => ours.rate().max(reference) / 2.0,
             _ => ours.rate() / 2.0,
@@ -302,6 +295,63 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
     lines
 }
 
+/// Ours back to back and pgbench (on PostgreSQL), alternating in
+/// `k.rounds` rounds that share the phase's time, so that both see the
+/// same machine: on a shared machine the rate drifts by a third within
+/// minutes, and a reference measured once, after ours, carried that drift
+/// into the ratio. Ours over all rounds, and pgbench's mean rate with the
+/// median of the rounds' ratios.
+async fn closed_rounds(
+    backend: &str,
+    db: &TestDb,
+    url: &str,
+    secret: &str,
+    bodies: &Bodies,
+    k: &Knobs,
+) -> (Figures, Option<(f64, f64)>) {
+    // pgbench runs whole seconds; ours runs as long.
+    let slice = Duration::from_secs((k.seconds.as_secs() / k.rounds as u64).max(1));
+    let mut ours: Option<Figures> = None;
+    let mut rates = Vec::new();
+    for round in 1..=k.rounds {
+        let f = load::run(url, secret, bodies, k.clients, Pace::Closed, slice).await;
+        let mine = f.rate();
+        match &mut ours {
+            Some(all) => all.absorb(f),
+            None => ours = Some(f),
+        }
+        if backend != "postgres" {
+            continue;
+        }
+        match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice).await {
+            Ok((tps, latency)) => {
+                let latency = latency.map_or_else(String::new, |l| format!(", mean {l:.2} ms"));
+                println!(
+                    "  round {round}: ours {mine:.0}/s, pgbench {tps:.0}/s{latency}: {:.2}x",
+                    mine / tps
+                );
+                rates.push((tps, mine / tps));
+            }
+            Err(why) => println!("  round {round}: pgbench not run ({why})"),
+        }
+    }
+    let ours = ours.expect("at least one round");
+    row("ours", &ours);
+    if rates.is_empty() {
+        return (ours, None);
+    }
+    let mean = rates.iter().map(|(tps, _)| tps).sum::<f64>() / rates.len() as f64;
+    let mut ratios: Vec<f64> = rates.iter().map(|(_, r)| *r).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    println!(
+        "  {:<46} {mean:>8.0}/s  ours ÷ pgbench, median of {} rounds: {median:.2}x",
+        "pgbench, one INSERT a transaction",
+        ratios.len()
+    );
+    (ours, Some((mean, median)))
+}
+
 fn ratio(a: f64, b: Option<f64>) -> String {
     b.map_or_else(|| "-".into(), |b| format!("{:.2}x", a / b))
 }
@@ -334,10 +384,12 @@ fn table(lines: &[Line]) {
             l.ours.2,
             l.half.0,
             l.half.1,
-            l.pgbench.map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+            l.pgbench
+                .map_or_else(|| "-".into(), |(v, _)| format!("{v:.0}")),
             l.sqlx,
             l.peer.map_or_else(|| "-".into(), |p| format!("{:.0}", p.0)),
-            ratio(l.ours.0, l.pgbench),
+            l.pgbench
+                .map_or_else(|| "-".into(), |(_, r)| format!("{r:.2}x")),
             ratio(l.ours.0, Some(l.sqlx)),
             ratio(l.ours.0, l.peer.map(|p| p.0)),
             if l.stored_ok { "ok" } else { "MISMATCH" },
@@ -357,6 +409,7 @@ fn main() {
     );
     let knobs = Knobs {
         seconds: Duration::from_secs(knob("BENCH_SECONDS", 8) as u64),
+        rounds: knob("BENCH_ROUNDS", 4).max(1),
         clients: knob("BENCH_CONCURRENCY", 16),
         sizes: std::env::var("BENCH_SIZES")
             .unwrap_or_else(|_| "7669,51200".into())
