@@ -3,7 +3,7 @@
 //! bodies at 16 clients, against references measured in the same run:
 //!
 //! - ours back to back (rate, p50, p99), in `BENCH_ROUNDS` rounds that
-//!   alternate with pgbench's, and paced at half load (p99):
+//!   alternate with pgbench's and the peer's, and paced at half load (p99):
 //!   half of the larger of our rate and the reference's on PostgreSQL,
 //!   half of ours on SQLite; latency counts from when a request was due;
 //! - the database's single-row INSERT rate at the same client count and
@@ -77,7 +77,8 @@ struct Line {
     /// pgbench's mean rate, and the median of ours ÷ pgbench round by round.
     pgbench: Option<(f64, f64)>,
     sqlx: f64,
-    peer: Option<(f64, f64, f64)>,
+    /// The peer's rate, and the median of ours ÷ peer round by round.
+    peer: Option<(f64, f64)>,
     stored_ok: bool,
 }
 
@@ -204,7 +205,11 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             Duration::from_secs(1),
         )
         .await;
-        let (ours, pgbench) = closed_rounds(backend, &db, &url, &secret, &bodies, k).await;
+        let Closed {
+            ours,
+            pgbench,
+            peer,
+        } = closed_rounds(backend, &db, &url, &secret, &bodies, k).await;
         let sqlx = refs::insert_loop(&db.url, &bodies, k.clients, k.seconds).await;
         println!(
             "  {:<46} {sqlx:>8.0}/s",
@@ -255,22 +260,6 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
                 (after.1 - before.1) as f64 / 1e3,
             );
         }
-        let peer = match (&k.peer, backend) {
-            (Some((peer_url, peer_secret)), "postgres") => {
-                let f = load::run(
-                    peer_url,
-                    peer_secret,
-                    &bodies,
-                    k.clients,
-                    Pace::Closed,
-                    k.seconds,
-                )
-                .await;
-                row(&format!("peer {peer_url}"), &f);
-                Some((f.rate(), f.percentile_ms(0.5), f.percentile_ms(0.99)))
-            }
-            _ => None,
-        };
         accepted += warm.ok + ours.ok + half.ok;
         let (rows, jobs) = counted(&db.store).await;
         let stored_ok = rows == accepted as i64 && jobs == accepted as i64;
@@ -286,7 +275,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             half: (half_rate, half.percentile_ms(0.99)),
             pgbench,
             sqlx,
-            peer,
+            peer: peer.map(|(f, r)| (f.rate(), r)),
             stored_ok,
         });
     }
@@ -295,12 +284,31 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
     lines
 }
 
-/// Ours back to back and pgbench (on PostgreSQL), alternating in
-/// `k.rounds` rounds that share the phase's time, so that both see the
+/// The closed-loop phase: ours and the references it is divided by.
+struct Closed {
+    ours: Figures,
+    /// pgbench's mean rate and the median of ours ÷ pgbench, round by round.
+    pgbench: Option<(f64, f64)>,
+    /// The peer's figures over all rounds and the median of ours ÷ peer.
+    peer: Option<(Figures, f64)>,
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// Ours back to back, pgbench and the peer (on PostgreSQL), alternating
+/// in `k.rounds` rounds that share the phase's time, so that all see the
 /// same machine: on a shared machine the rate drifts by a third within
 /// minutes, and a reference measured once, after ours, carried that drift
-/// into the ratio. Ours over all rounds, and pgbench's mean rate with the
-/// median of the rounds' ratios.
+/// into the ratio. Each ratio is the median of the rounds'.
 async fn closed_rounds(
     backend: &str,
     db: &TestDb,
@@ -308,48 +316,76 @@ async fn closed_rounds(
     secret: &str,
     bodies: &Bodies,
     k: &Knobs,
-) -> (Figures, Option<(f64, f64)>) {
-    // pgbench runs whole seconds; ours runs as long.
+) -> Closed {
+    // pgbench runs whole seconds; the others run as long.
     let slice = Duration::from_secs((k.seconds.as_secs() / k.rounds as u64).max(1));
+    let on_postgres = backend == "postgres";
     let mut ours: Option<Figures> = None;
-    let mut rates = Vec::new();
+    let mut peer: Option<Figures> = None;
+    let (mut pg_rates, mut pg_ratios, mut peer_ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=k.rounds {
         let f = load::run(url, secret, bodies, k.clients, Pace::Closed, slice).await;
         let mine = f.rate();
-        match &mut ours {
-            Some(all) => all.absorb(f),
-            None => ours = Some(f),
-        }
-        if backend != "postgres" {
+        absorb(&mut ours, f);
+        if !on_postgres {
             continue;
         }
+        let mut said = format!("  round {round}: ours {mine:.0}/s");
         match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice).await {
             Ok((tps, latency)) => {
-                let latency = latency.map_or_else(String::new, |l| format!(", mean {l:.2} ms"));
-                println!(
-                    "  round {round}: ours {mine:.0}/s, pgbench {tps:.0}/s{latency}: {:.2}x",
-                    mine / tps
-                );
-                rates.push((tps, mine / tps));
+                let latency = latency.map_or_else(String::new, |l| format!(" (mean {l:.2} ms)"));
+                said += &format!(", pgbench {tps:.0}/s{latency}: {:.2}x", mine / tps);
+                pg_rates.push(tps);
+                pg_ratios.push(mine / tps);
             }
-            Err(why) => println!("  round {round}: pgbench not run ({why})"),
+            Err(why) => said += &format!(", pgbench not run ({why})"),
         }
+        if let Some((peer_url, peer_secret)) = &k.peer {
+            let f = load::run(
+                peer_url,
+                peer_secret,
+                bodies,
+                k.clients,
+                Pace::Closed,
+                slice,
+            )
+            .await;
+            said += &format!(", peer {:.0}/s: {:.2}x", f.rate(), mine / f.rate());
+            peer_ratios.push(mine / f.rate());
+            absorb(&mut peer, f);
+        }
+        println!("{said}");
     }
     let ours = ours.expect("at least one round");
     row("ours", &ours);
-    if rates.is_empty() {
-        return (ours, None);
+    let pgbench = median(pg_ratios).map(|r| {
+        let mean = pg_rates.iter().sum::<f64>() / pg_rates.len() as f64;
+        println!(
+            "  {:<46} {mean:>8.0}/s  ours ÷ pgbench, median of {} rounds: {r:.2}x",
+            "pgbench, one INSERT a transaction",
+            pg_rates.len()
+        );
+        (mean, r)
+    });
+    let peer = peer.zip(median(peer_ratios)).inspect(|(f, r)| {
+        row(
+            &format!("peer {}", k.peer.as_ref().map_or("", |(u, _)| u)),
+            f,
+        );
+        println!("  {:<46} {r:.2}x", "  ours ÷ peer, median of the rounds");
+    });
+    Closed {
+        ours,
+        pgbench,
+        peer,
     }
-    let mean = rates.iter().map(|(tps, _)| tps).sum::<f64>() / rates.len() as f64;
-    let mut ratios: Vec<f64> = rates.iter().map(|(_, r)| *r).collect();
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[ratios.len() / 2];
-    println!(
-        "  {:<46} {mean:>8.0}/s  ours ÷ pgbench, median of {} rounds: {median:.2}x",
-        "pgbench, one INSERT a transaction",
-        ratios.len()
-    );
-    (ours, Some((mean, median)))
+}
+
+fn absorb(all: &mut Option<Figures>, f: Figures) {
+    match all {
+        Some(all) => all.absorb(f),
+        None => *all = Some(f),
+    }
 }
 
 fn ratio(a: f64, b: Option<f64>) -> String {
@@ -391,7 +427,8 @@ fn table(lines: &[Line]) {
             l.pgbench
                 .map_or_else(|| "-".into(), |(_, r)| format!("{r:.2}x")),
             ratio(l.ours.0, Some(l.sqlx)),
-            ratio(l.ours.0, l.peer.map(|p| p.0)),
+            l.peer
+                .map_or_else(|| "-".into(), |(_, r)| format!("{r:.2}x")),
             if l.stored_ok { "ok" } else { "MISMATCH" },
         );
     }
