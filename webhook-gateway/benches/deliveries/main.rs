@@ -350,8 +350,13 @@ async fn closed_rounds(
                 slice,
             )
             .await;
-            said += &format!(", peer {:.0}/s: {:.2}x", f.rate(), mine / f.rate());
-            peer_ratios.push(mine / f.rate());
+            if f.ok == 0 {
+                // A peer that is down has no ratio (it would be infinite).
+                said += &format!(", peer accepted none of {}", f.sent);
+            } else {
+                said += &format!(", peer {:.0}/s: {:.2}x", f.rate(), mine / f.rate());
+                peer_ratios.push(mine / f.rate());
+            }
             absorb(&mut peer, f);
         }
         println!("{said}");
