@@ -5,7 +5,7 @@ use cmcp_domain::{Owner, Token};
 use cmcp_registry::NewDriveChannel;
 use cmcp_registry::testing::{TestDb, cipher};
 
-use crate::support::add_connection;
+use crate::support::{add_connection, now_ms};
 
 both_backends!(
     a_channel_is_live_until_stopped_or_expired,
@@ -13,10 +13,6 @@ both_backends!(
 );
 
 const HOUR_MS: i64 = 3_600_000;
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
 
 async fn a_channel_is_live_until_stopped_or_expired(db: TestDb) {
     let s = &db.store;

@@ -4,7 +4,7 @@ use cmcp_domain::{Owner, RunFigures, RunOutcome};
 use cmcp_registry::LeaseAttempt;
 use cmcp_registry::testing::TestDb;
 
-use crate::support::add_connection;
+use crate::support::{add_connection, now_ms};
 
 both_backends!(
     lease_excludes_a_second_holder_until_it_lapses,
@@ -123,12 +123,6 @@ async fn a_lease_freed_while_it_is_refused_is_never_held_by_no_one(db: TestDb) {
         }
     });
     let (mut acquired, mut held, mut by_no_one) = (0, 0, Vec::new());
-    let now_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
-    };
     for _ in 0..400 {
         let asked = now_ms();
         match db.store.try_acquire_lease("c", "w2", 60_000).await.unwrap() {

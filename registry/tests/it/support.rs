@@ -9,6 +9,11 @@ use cmcp_registry::{NewConnection, Store};
 
 pub const TOKEN: &str = "ghp_conformanceSECRET0123456789";
 
+/// The wall clock in Unix milliseconds, as the store stamps its rows.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 pub async fn add_connection(store: &Store, id: &str, owner: Owner) {
     store
         .create_connection(

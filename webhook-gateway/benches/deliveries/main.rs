@@ -393,8 +393,9 @@ fn absorb(all: &mut Option<Figures>, f: Figures) {
     }
 }
 
-fn ratio(a: f64, b: Option<f64>) -> String {
-    b.map_or_else(|| "-".into(), |b| format!("{:.2}x", a / b))
+/// A ratio as the table shows it, or "-" where there is none.
+fn times(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
 }
 
 fn table(lines: &[Line]) {
@@ -429,11 +430,9 @@ fn table(lines: &[Line]) {
                 .map_or_else(|| "-".into(), |(v, _)| format!("{v:.0}")),
             l.sqlx,
             l.peer.map_or_else(|| "-".into(), |p| format!("{:.0}", p.0)),
-            l.pgbench
-                .map_or_else(|| "-".into(), |(_, r)| format!("{r:.2}x")),
-            ratio(l.ours.0, Some(l.sqlx)),
-            l.peer
-                .map_or_else(|| "-".into(), |(_, r)| format!("{r:.2}x")),
+            times(l.pgbench.map(|(_, r)| r)),
+            times(Some(l.ours.0 / l.sqlx)),
+            times(l.peer.map(|(_, r)| r)),
             if l.stored_ok { "ok" } else { "MISMATCH" },
         );
     }
