@@ -9,6 +9,9 @@
 //! - the database's single-row INSERT rate at the same client count and
 //!   body size: `pgbench` with a custom script when it is installed, and
 //!   an equivalent sqlx loop (autocommit, one statement each) always;
+//!   and pgbench paced at ours' half-load rate (`-R`), its p99 read from
+//!   its per-transaction log and counted from when each INSERT was due,
+//!   the store's own tail at that load;
 //! - a peer, when `BENCH_PEER_URL` names one (signed with
 //!   `BENCH_PEER_SECRET`, default `bench-peer-secret`): `peer.mjs` beside
 //!   this file is a minimal Node receiver (its header says how to run it;
@@ -22,7 +25,10 @@
 //!
 //! Every accepted delivery is checked afterwards to have its row and job.
 //! The machine's load average is printed with the figures: on a shared
-//! machine they move with it.
+//! machine they move with it. Each round also says how busy the machine's
+//! cores were and how much of their time each delivery (or pgbench
+//! INSERT) took, every process together: a server that leaves cores idle
+//! shows it there, whatever its rate.
 //!
 //! `cargo bench -p cmcp-webhook-gateway --bench deliveries`
 //! Knobs: `BENCH_SECONDS` (8, a phase), `BENCH_CONCURRENCY` (16),
@@ -35,6 +41,7 @@
 //! without a migration).
 
 mod load;
+mod machine;
 mod refs;
 
 use std::time::Duration;
@@ -44,18 +51,13 @@ use cmcp_registry::Store;
 use cmcp_registry::testing::{TestDb, cipher, company_connection};
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, listen, router};
 use load::{Bodies, Figures, Pace};
+use machine::{Cpu, load_average, pressure};
 
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 struct Knobs {
@@ -73,7 +75,8 @@ struct Line {
     backend: &'static str,
     size: usize,
     ours: (f64, f64, f64),
-    half: (f64, f64),
+    /// The rate offered, ours' p99 and pgbench's at that rate.
+    half: (f64, f64, Option<f64>),
     /// pgbench's mean rate, and the median of ours ÷ pgbench round by round.
     pgbench: Option<(f64, f64)>,
     sqlx: f64,
@@ -141,18 +144,6 @@ async fn checkpoints(store: &Store) -> Option<i64> {
 
 /// Microseconds in which some task of the machine stalled on CPU and on
 /// I/O (Linux's pressure stall information); `None` where it is not kept.
-fn pressure() -> Option<(u64, u64)> {
-    let some_total = |what: &str| -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/pressure/{what}")).ok()?;
-        let line = text.lines().find(|l| l.starts_with("some "))?;
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix("total="))?
-            .parse()
-            .ok()
-    };
-    Some((some_total("cpu")?, some_total("io")?))
-}
-
 async fn counted(store: &Store) -> (i64, i64) {
     let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
     let (rows,): (i64,) = match store {
@@ -260,6 +251,44 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
                 (after.1 - before.1) as f64 / 1e3,
             );
         }
+        // The store's own tail at the same rate: pgbench paced as ours was,
+        // its latency also counted from when each INSERT was due. Every
+        // answer of ours waits for a commit, so a commit that stalls (a
+        // WAL flush held up by the machine's disk) stalls both alike.
+        let pg_half = match backend {
+            "postgres" => {
+                settle(&db.store).await;
+                let run = refs::pgbench(
+                    &db.store,
+                    &db.url,
+                    &bodies,
+                    k.clients,
+                    k.seconds,
+                    Some(half_rate),
+                )
+                .await;
+                match run {
+                    Ok(run) if !run.latencies.is_empty() => {
+                        println!(
+                            "  {:<46} {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} over 10 ms of {})",
+                            "pgbench paced at the same rate",
+                            run.tps,
+                            run.percentile_ms(0.50).unwrap_or(f64::NAN),
+                            run.percentile_ms(0.99).unwrap_or(f64::NAN),
+                            run.over(10.0),
+                            run.latencies.len()
+                        );
+                        run.percentile_ms(0.99)
+                    }
+                    Ok(_) => None,
+                    Err(why) => {
+                        println!("  pgbench paced not run ({why})");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         accepted += warm.ok + ours.ok + half.ok;
         let (rows, jobs) = counted(&db.store).await;
         let stored_ok = rows == accepted as i64 && jobs == accepted as i64;
@@ -272,7 +301,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
                 ours.percentile_ms(0.5),
                 ours.percentile_ms(0.99),
             ),
-            half: (half_rate, half.percentile_ms(0.99)),
+            half: (half_rate, half.percentile_ms(0.99), pg_half),
             pgbench,
             sqlx,
             peer: peer.map(|(f, r)| (f.rate(), r)),
@@ -323,24 +352,48 @@ async fn closed_rounds(
     let mut ours: Option<Figures> = None;
     let mut peer: Option<Figures> = None;
     let (mut pg_rates, mut pg_ratios, mut peer_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ours_cpu = Vec::new();
+    if let (true, Some((peer_url, peer_secret))) = (on_postgres, &k.peer) {
+        // The peer's warm-up, as ours had one: its connections, and its
+        // JIT compiling the hot path (its first second ran at two thirds
+        // of its rate, which made round 1's ratio ours' best).
+        let warm = Duration::from_secs(1);
+        load::run(peer_url, peer_secret, bodies, 4, Pace::Closed, warm).await;
+    }
     for round in 1..=k.rounds {
+        let cpu = Cpu::now();
         let f = load::run(url, secret, bodies, k.clients, Pace::Closed, slice).await;
         let mine = f.rate();
+        let used = cpu.and_then(|c| c.used(Cpu::now(), f.ok as f64, f.elapsed));
+        let mut said = format!("  round {round}: ours {mine:.0}/s{}", in_brackets(&used));
+        if let Some(u) = used {
+            ours_cpu.push(u.per_op.as_secs_f64());
+        }
         absorb(&mut ours, f);
         if !on_postgres {
+            println!("{said}");
             continue;
         }
-        let mut said = format!("  round {round}: ours {mine:.0}/s");
-        match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice).await {
-            Ok((tps, latency)) => {
+        let cpu = Cpu::now();
+        let started = std::time::Instant::now();
+        match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice, None).await {
+            Ok(refs::Pgbench { tps, latency, .. }) => {
+                let elapsed = started.elapsed();
+                let used =
+                    cpu.and_then(|c| c.used(Cpu::now(), tps * elapsed.as_secs_f64(), elapsed));
                 let latency = latency.map_or_else(String::new, |l| format!(" (mean {l:.2} ms)"));
-                said += &format!(", pgbench {tps:.0}/s{latency}: {:.2}x", mine / tps);
+                said += &format!(
+                    ", pgbench {tps:.0}/s{latency}{}: {:.2}x",
+                    in_brackets(&used),
+                    mine / tps
+                );
                 pg_rates.push(tps);
                 pg_ratios.push(mine / tps);
             }
             Err(why) => said += &format!(", pgbench not run ({why})"),
         }
         if let Some((peer_url, peer_secret)) = &k.peer {
+            let cpu = Cpu::now();
             let f = load::run(
                 peer_url,
                 peer_secret,
@@ -350,11 +403,17 @@ async fn closed_rounds(
                 slice,
             )
             .await;
+            let used = cpu.and_then(|c| c.used(Cpu::now(), f.ok as f64, f.elapsed));
             if f.ok == 0 {
                 // A peer that is down has no ratio (it would be infinite).
                 said += &format!(", peer accepted none of {}", f.sent);
             } else {
-                said += &format!(", peer {:.0}/s: {:.2}x", f.rate(), mine / f.rate());
+                said += &format!(
+                    ", peer {:.0}/s{}: {:.2}x",
+                    f.rate(),
+                    in_brackets(&used),
+                    mine / f.rate()
+                );
                 peer_ratios.push(mine / f.rate());
             }
             absorb(&mut peer, f);
@@ -363,6 +422,13 @@ async fn closed_rounds(
     }
     let ours = ours.expect("at least one round");
     row("ours", &ours);
+    if let Some(each) = median(ours_cpu) {
+        println!(
+            "  {:<46} {:>8.0} µs (server, database and load generator together)",
+            "  machine CPU per delivery, median of the rounds",
+            each * 1e6
+        );
+    }
     let pgbench = median(pg_ratios).map(|r| {
         let mean = pg_rates.iter().sum::<f64>() / pg_rates.len() as f64;
         println!(
@@ -386,6 +452,12 @@ async fn closed_rounds(
     }
 }
 
+/// How the machine's cores were used, as " (…)", or nothing where unknown.
+fn in_brackets(used: &Option<machine::Used>) -> String {
+    used.as_ref()
+        .map_or_else(String::new, |u| format!(" ({u})"))
+}
+
 fn absorb(all: &mut Option<Figures>, f: Figures) {
     match all {
         Some(all) => all.absorb(f),
@@ -401,7 +473,7 @@ fn times(ratio: Option<f64>) -> String {
 fn table(lines: &[Line]) {
     println!();
     println!(
-        "{:<9} {:>6} | {:>8} {:>7} {:>7} | {:>9} {:>8} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | rows",
+        "{:<9} {:>6} | {:>8} {:>7} {:>7} | {:>9} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | rows",
         "backend",
         "body",
         "ours/s",
@@ -409,6 +481,7 @@ fn table(lines: &[Line]) {
         "p99",
         "half /s",
         "half p99",
+        "pgb p99",
         "pgbench",
         "sqlx",
         "peer/s",
@@ -418,7 +491,7 @@ fn table(lines: &[Line]) {
     );
     for l in lines {
         println!(
-            "{:<9} {:>6} | {:>8.0} {:>7.2} {:>7.2} | {:>9.0} {:>8.2} | {:>8} {:>8.0} {:>8} | {:>8} {:>8} {:>8} | {}",
+            "{:<9} {:>6} | {:>8.0} {:>7.2} {:>7.2} | {:>9.0} {:>8.2} {:>8} | {:>8} {:>8.0} {:>8} | {:>8} {:>8} {:>8} | {}",
             l.backend,
             format!("{:.1}K", l.size as f64 / 1024.0),
             l.ours.0,
@@ -426,6 +499,7 @@ fn table(lines: &[Line]) {
             l.ours.2,
             l.half.0,
             l.half.1,
+            l.half.2.map_or_else(|| "-".into(), |p| format!("{p:.2}")),
             l.pgbench
                 .map_or_else(|| "-".into(), |(v, _)| format!("{v:.0}")),
             l.sqlx,
@@ -437,7 +511,7 @@ fn table(lines: &[Line]) {
         );
     }
     println!(
-        "(latencies in ms; half = paced at half load, latency from when each request was due)"
+        "(latencies in ms; half = paced at half load, latency from when each request was due; pgb p99 = pgbench paced at that rate, counted alike)"
     );
 }
 

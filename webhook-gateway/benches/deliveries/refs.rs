@@ -12,16 +12,45 @@ use cmcp_registry::{Store, StoreOptions};
 
 use crate::load::Bodies;
 
+/// What one pgbench run reported.
+pub struct Pgbench {
+    pub tps: f64,
+    /// Its mean latency (ms), as it prints it.
+    pub latency: Option<f64>,
+    /// Paced runs only: every transaction's latency from when it was
+    /// scheduled (its own time plus how late it started), from pgbench's
+    /// per-transaction log.
+    pub latencies: Vec<Duration>,
+}
+
+impl Pgbench {
+    /// The latency below which `q` of the transactions finished (ms).
+    pub fn percentile_ms(&self, q: f64) -> Option<f64> {
+        let mut v = self.latencies.clone();
+        v.sort();
+        let i = ((v.len() as f64 * q).ceil() as usize).checked_sub(1)?;
+        v.get(i.min(v.len() - 1)).map(|d| d.as_secs_f64() * 1e3)
+    }
+
+    /// How many transactions took longer than `ms`.
+    pub fn over(&self, ms: f64) -> usize {
+        let limit = Duration::from_secs_f64(ms / 1e3);
+        self.latencies.iter().filter(|l| **l > limit).count()
+    }
+}
+
 /// `pgbench -n -c clients -j 2 -T seconds` running one INSERT of a body of
-/// this size per transaction into a scratch table; the `tps` and average
-/// latency (ms) it reports, or why it could not run.
+/// this size per transaction into a scratch table, back to back, or paced
+/// at `rate` transactions a second in all (`-R`, with its per-transaction
+/// log read back), or why it could not run.
 pub async fn pgbench(
     store: &Store,
     url: &str,
     bodies: &Bodies,
     clients: usize,
     seconds: Duration,
-) -> Result<(f64, Option<f64>), String> {
+    rate: Option<f64>,
+) -> Result<Pgbench, String> {
     let Store::Postgres(pool) = store else {
         return Err("not PostgreSQL".into());
     };
@@ -36,22 +65,26 @@ pub async fn pgbench(
         "INSERT INTO bench_pgbench (v) VALUES ('{}');\n",
         body.replace('\'', "''")
     );
-    let file = std::env::temp_dir().join(format!("cmcp-bench-{}.sql", uuid::Uuid::new_v4()));
+    let dir = std::env::temp_dir().join(format!("cmcp-bench-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("insert.sql");
     std::fs::write(&file, script).map_err(|e| e.to_string())?;
-    let secs = seconds.as_secs().max(1).to_string();
-    let clients = clients.to_string();
-    let path = file.display().to_string();
-    let url = url.to_owned();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("pgbench")
-            .args([
-                "-n", "-c", &clients, "-j", "2", "-T", &secs, "-f", &path, &url,
-            ])
-            .output()
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_file(&file);
+    let mut args: Vec<String> = ["-n", "-c", &clients.to_string(), "-j", "2"]
+        .map(String::from)
+        .into();
+    args.extend(["-T".into(), seconds.as_secs().max(1).to_string()]);
+    args.extend(["-f".into(), file.display().to_string()]);
+    if let Some(rate) = rate {
+        let log = dir.join("log").display().to_string();
+        args.extend(["-R".into(), format!("{rate:.0}"), "-l".into()]);
+        args.extend(["--log-prefix".into(), log]);
+    }
+    args.push(url.to_owned());
+    let out = tokio::task::spawn_blocking(move || Command::new("pgbench").args(&args).output())
+        .await
+        .map_err(|e| e.to_string())?;
+    let latencies = rate.map(|_| logged_latencies(&dir)).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
     let out = out.map_err(|e| format!("pgbench not runnable: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let field = |prefix: &str| -> Option<f64> {
@@ -60,13 +93,45 @@ pub async fn pgbench(
             .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
     };
     field("tps = ")
-        .map(|tps| (tps, field("latency average = ")))
+        .map(|tps| Pgbench {
+            tps,
+            latency: field("latency average = "),
+            latencies,
+        })
         .ok_or_else(|| {
             format!(
                 "pgbench said: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             )
         })
+}
+
+/// Every transaction's latency from pgbench's per-transaction logs in
+/// `dir` (one file a thread). With `-R`, a line is `client transaction
+/// time script epoch µs lag`: its own time and how late it started, both
+/// in µs; their sum counts from when it was due, as the load generator
+/// counts ours.
+fn logged_latencies(dir: &std::path::Path) -> Vec<Duration> {
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut all = Vec::new();
+    for f in files.flatten() {
+        if !f.file_name().to_string_lossy().starts_with("log") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(f.path()) else {
+            continue;
+        };
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let us = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+            if let (Some(time), Some(lag)) = (us(2), us(6)) {
+                all.push(Duration::from_micros(time + lag));
+            }
+        }
+    }
+    all
 }
 
 /// `clients` tasks, each on its own connection to the database at `url`,
