@@ -73,6 +73,18 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// The figures of a run measured by another client (pgbench's log):
+    /// each transaction's due time from the run's start, and its latency
+    /// from then; every one counts as sent and answered.
+    pub fn from_timeline(timeline: Vec<(Duration, Duration)>, elapsed: Duration) -> Figures {
+        Figures {
+            sent: timeline.len(),
+            ok: timeline.len(),
+            elapsed,
+            timeline,
+        }
+    }
+
     /// Count another run of the same phase in with this one (its rate is
     /// then over both runs' time).
     pub fn absorb(&mut self, other: Figures) {

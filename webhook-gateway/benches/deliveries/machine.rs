@@ -23,6 +23,10 @@ pub fn pressure() -> Option<(u64, u64)> {
     Some((some_total("cpu")?, some_total("io")?))
 }
 
+/// Clock ticks a second in `/proc/stat` (USER_HZ: proc(5) gives 100 on
+/// the architectures this runs on).
+const USER_HZ: f64 = 100.0;
+
 /// The machine's CPU time since boot, all cores: busy and in all (in
 /// clock ticks). Busy is everything but idle and IO wait; time stolen by
 /// the hypervisor counts as busy (the work did not get it either).
@@ -54,19 +58,17 @@ impl Cpu {
         })
     }
 
-    /// How the cores were used from `self` to `later`, for `ops` things
-    /// done meanwhile in `elapsed`.
-    pub fn used(self, later: Option<Cpu>, ops: f64, elapsed: Duration) -> Option<Used> {
-        let later = later?;
-        let (busy, all) = (later.busy - self.busy, later.all - self.all);
+    /// How the cores were used from `self` until now, for `ops` things
+    /// done meanwhile.
+    pub fn used_since(self, ops: f64) -> Option<Used> {
+        let now = Cpu::now()?;
+        let (busy, all) = (now.busy - self.busy, now.all - self.all);
         if all == 0 || ops <= 0.0 {
             return None;
         }
-        let share = busy as f64 / all as f64;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         Some(Used {
-            share,
-            per_op: Duration::from_secs_f64(share * cores * elapsed.as_secs_f64() / ops),
+            share: busy as f64 / all as f64,
+            per_op: Duration::from_secs_f64(busy as f64 / USER_HZ / ops),
         })
     }
 }

@@ -142,8 +142,6 @@ async fn checkpoints(store: &Store) -> Option<i64> {
     .map(|(n,)| n)
 }
 
-/// Microseconds in which some task of the machine stalled on CPU and on
-/// I/O (Linux's pressure stall information); `None` where it is not kept.
 async fn counted(store: &Store) -> (i64, i64) {
     let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
     let (rows,): (i64,) = match store {
@@ -187,15 +185,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             load_average()
         );
         // Warm-up: connections, prepared statements, the cache.
-        let warm = load::run(
-            &url,
-            &secret,
-            &bodies,
-            4,
-            Pace::Closed,
-            Duration::from_secs(1),
-        )
-        .await;
+        let warm = warm_up(&url, &secret, &bodies).await;
         let Closed {
             ours,
             pgbench,
@@ -234,14 +224,10 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             ),
             _ => String::new(),
         };
-        let (slowest, due) = half.slowest();
-        let over = match half.over(10.0) {
-            (_, None) => "none over 10 ms".to_owned(),
-            (n, Some((first, last))) => format!("{n} over 10 ms, due {first:.2}-{last:.2} s in"),
-        };
         println!(
-            "  {:<46} {slowest:>8.2} ms, due {due:.2} s in; {over}{server_checkpoints}",
+            "  {:<46} {}{server_checkpoints}",
             "  its slowest request",
+            stalls(&half)
         );
         if let (Some(before), Some(after)) = (&pressure_before, pressure()) {
             println!(
@@ -268,19 +254,17 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
                 )
                 .await;
                 match run {
-                    Ok(run) if !run.latencies.is_empty() => {
-                        println!(
-                            "  {:<46} {:>8.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} over 10 ms of {})",
-                            "pgbench paced at the same rate",
-                            run.tps,
-                            run.percentile_ms(0.50).unwrap_or(f64::NAN),
-                            run.percentile_ms(0.99).unwrap_or(f64::NAN),
-                            run.over(10.0),
-                            run.latencies.len()
-                        );
-                        run.percentile_ms(0.99)
+                    Ok(refs::Pgbench {
+                        paced: Some(paced), ..
+                    }) => {
+                        row("pgbench paced at the same rate", &paced);
+                        println!("  {:<46} {}", "  its slowest INSERT", stalls(&paced));
+                        Some(paced.percentile_ms(0.99))
                     }
-                    Ok(_) => None,
+                    Ok(_) => {
+                        println!("  pgbench paced: its log held no transactions");
+                        None
+                    }
                     Err(why) => {
                         println!("  pgbench paced not run ({why})");
                         None
@@ -357,14 +341,13 @@ async fn closed_rounds(
         // The peer's warm-up, as ours had one: its connections, and its
         // JIT compiling the hot path (its first second ran at two thirds
         // of its rate, which made round 1's ratio ours' best).
-        let warm = Duration::from_secs(1);
-        load::run(peer_url, peer_secret, bodies, 4, Pace::Closed, warm).await;
+        warm_up(peer_url, peer_secret, bodies).await;
     }
     for round in 1..=k.rounds {
         let cpu = Cpu::now();
         let f = load::run(url, secret, bodies, k.clients, Pace::Closed, slice).await;
         let mine = f.rate();
-        let used = cpu.and_then(|c| c.used(Cpu::now(), f.ok as f64, f.elapsed));
+        let used = cpu.and_then(|c| c.used_since(f.ok as f64));
         let mut said = format!("  round {round}: ours {mine:.0}/s{}", in_brackets(&used));
         if let Some(u) = used {
             ours_cpu.push(u.per_op.as_secs_f64());
@@ -379,8 +362,7 @@ async fn closed_rounds(
         match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice, None).await {
             Ok(refs::Pgbench { tps, latency, .. }) => {
                 let elapsed = started.elapsed();
-                let used =
-                    cpu.and_then(|c| c.used(Cpu::now(), tps * elapsed.as_secs_f64(), elapsed));
+                let used = cpu.and_then(|c| c.used_since(tps * elapsed.as_secs_f64()));
                 let latency = latency.map_or_else(String::new, |l| format!(" (mean {l:.2} ms)"));
                 said += &format!(
                     ", pgbench {tps:.0}/s{latency}{}: {:.2}x",
@@ -403,7 +385,7 @@ async fn closed_rounds(
                 slice,
             )
             .await;
-            let used = cpu.and_then(|c| c.used(Cpu::now(), f.ok as f64, f.elapsed));
+            let used = cpu.and_then(|c| c.used_since(f.ok as f64));
             if f.ok == 0 {
                 // A peer that is down has no ratio (it would be infinite).
                 said += &format!(", peer accepted none of {}", f.sent);
@@ -450,6 +432,24 @@ async fn closed_rounds(
         pgbench,
         peer,
     }
+}
+
+/// One second at 4 clients: connections, prepared statements, caches and
+/// (the Node peer's) JIT, before anything is measured.
+async fn warm_up(url: &str, secret: &str, bodies: &Bodies) -> Figures {
+    load::run(url, secret, bodies, 4, Pace::Closed, Duration::from_secs(1)).await
+}
+
+/// A paced run's slowest request and when it was due, and how many took
+/// over 10 ms and when: one stall shows whole here, where p99 shows it only
+/// once it delays 1 % of the requests.
+fn stalls(f: &Figures) -> String {
+    let (slowest, due) = f.slowest();
+    let over = match f.over(10.0) {
+        (_, None) => "none over 10 ms".to_owned(),
+        (n, Some((first, last))) => format!("{n} over 10 ms, due {first:.2}-{last:.2} s in"),
+    };
+    format!("{slowest:>8.2} ms, due {due:.2} s in; {over}")
 }
 
 /// How the machine's cores were used, as " (…)", or nothing where unknown.

@@ -10,33 +10,17 @@ use std::time::{Duration, Instant};
 
 use cmcp_registry::{Store, StoreOptions};
 
-use crate::load::Bodies;
+use crate::load::{Bodies, Figures};
 
 /// What one pgbench run reported.
 pub struct Pgbench {
     pub tps: f64,
     /// Its mean latency (ms), as it prints it.
     pub latency: Option<f64>,
-    /// Paced runs only: every transaction's latency from when it was
-    /// scheduled (its own time plus how late it started), from pgbench's
-    /// per-transaction log.
-    pub latencies: Vec<Duration>,
-}
-
-impl Pgbench {
-    /// The latency below which `q` of the transactions finished (ms).
-    pub fn percentile_ms(&self, q: f64) -> Option<f64> {
-        let mut v = self.latencies.clone();
-        v.sort();
-        let i = ((v.len() as f64 * q).ceil() as usize).checked_sub(1)?;
-        v.get(i.min(v.len() - 1)).map(|d| d.as_secs_f64() * 1e3)
-    }
-
-    /// How many transactions took longer than `ms`.
-    pub fn over(&self, ms: f64) -> usize {
-        let limit = Duration::from_secs_f64(ms / 1e3);
-        self.latencies.iter().filter(|l| **l > limit).count()
-    }
+    /// Paced runs only: its transactions read back from its
+    /// per-transaction log, as the load generator counts ours (`None` when
+    /// the log held none).
+    pub paced: Option<Figures>,
 }
 
 /// `pgbench -n -c clients -j 2 -T seconds` running one INSERT of a body of
@@ -83,7 +67,7 @@ pub async fn pgbench(
     let out = tokio::task::spawn_blocking(move || Command::new("pgbench").args(&args).output())
         .await
         .map_err(|e| e.to_string())?;
-    let latencies = rate.map(|_| logged_latencies(&dir)).unwrap_or_default();
+    let paced = rate.and_then(|_| logged(&dir, seconds));
     let _ = std::fs::remove_dir_all(&dir);
     let out = out.map_err(|e| format!("pgbench not runnable: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -96,7 +80,7 @@ pub async fn pgbench(
         .map(|tps| Pgbench {
             tps,
             latency: field("latency average = "),
-            latencies,
+            paced,
         })
         .ok_or_else(|| {
             format!(
@@ -106,17 +90,14 @@ pub async fn pgbench(
         })
 }
 
-/// Every transaction's latency from pgbench's per-transaction logs in
-/// `dir` (one file a thread). With `-R`, a line is `client transaction
-/// time script epoch µs lag`: its own time and how late it started, both
-/// in µs; their sum counts from when it was due, as the load generator
-/// counts ours.
-fn logged_latencies(dir: &std::path::Path) -> Vec<Duration> {
-    let Ok(files) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut all = Vec::new();
-    for f in files.flatten() {
+/// The transactions in pgbench's per-transaction logs in `dir` (one file
+/// a thread). With `-R`, a line is `client transaction time script epoch
+/// µs lag`: its own time and how late it started (µs), and when it ended
+/// (epoch s and µs). Its latency is time + lag, from when it was due, as
+/// the load generator counts ours; it was due that long before it ended.
+fn logged(dir: &std::path::Path, seconds: Duration) -> Option<Figures> {
+    let mut ends_and_latencies = Vec::new();
+    for f in std::fs::read_dir(dir).ok()?.flatten() {
         if !f.file_name().to_string_lossy().starts_with("log") {
             continue;
         }
@@ -125,13 +106,27 @@ fn logged_latencies(dir: &std::path::Path) -> Vec<Duration> {
         };
         for line in text.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let us = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-            if let (Some(time), Some(lag)) = (us(2), us(6)) {
-                all.push(Duration::from_micros(time + lag));
+            let n = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+            if let (Some(time), Some(s), Some(us), Some(lag)) = (n(2), n(4), n(5), n(6)) {
+                let ended = Duration::from_secs(s) + Duration::from_micros(us);
+                ends_and_latencies.push((ended, Duration::from_micros(time + lag)));
             }
         }
     }
-    all
+    let first_due = ends_and_latencies
+        .iter()
+        .map(|(ended, latency)| ended.saturating_sub(*latency))
+        .min()?;
+    let timeline = ends_and_latencies
+        .into_iter()
+        .map(|(ended, latency)| {
+            (
+                ended.saturating_sub(latency).saturating_sub(first_due),
+                latency,
+            )
+        })
+        .collect();
+    Some(Figures::from_timeline(timeline, seconds))
 }
 
 /// `clients` tasks, each on its own connection to the database at `url`,
