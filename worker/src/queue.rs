@@ -272,8 +272,11 @@ mod tests {
     }
 
     /// After setup (twice: it is idempotent), `apalis.jobs` has no
-    /// trigger and no index that repeats another, and a pushed job still
-    /// lands; apalis's own setup alone leaves both (so this can fail).
+    /// trigger, no index that repeats another and no index entry for a
+    /// NULL `lock_by` or idempotency key, and a pushed job still lands;
+    /// apalis's own setup alone leaves all three (so this can fail). A key
+    /// still refuses its second push through the partial index:
+    /// `postgres_second_push_of_a_key_is_already_queued`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_queue_tables_are_fitted_to_the_fleet() {
         let Some(db) = TestDb::postgres().await else {
@@ -291,7 +294,8 @@ mod tests {
             .await
             .unwrap();
             let indexes: Vec<(String,)> = sqlx::query_as(
-                "SELECT indexname::text FROM pg_indexes \
+                "SELECT indexname::text || CASE WHEN indexdef LIKE '% WHERE %' \
+                   THEN ' (partial)' ELSE '' END FROM pg_indexes \
                  WHERE schemaname = 'apalis' AND tablename = 'jobs' ORDER BY 1",
             )
             .fetch_all(pool)
@@ -305,6 +309,8 @@ mod tests {
         assert_eq!(triggers, ["notify_workers"], "apalis's own setup");
         assert!(indexes.iter().any(|i| i == "unique_job_id"));
         assert!(indexes.iter().any(|i| i == "lidx"));
+        assert!(indexes.iter().any(|i| i == "idx_apalis_jobs_lock_by"));
+        assert!(indexes.iter().any(|i| i == "idx_jobs_idempotency_key"));
         setup(&db.store).await.unwrap();
         setup(&db.store).await.unwrap();
         let (triggers, indexes) = shape().await;
@@ -312,9 +318,9 @@ mod tests {
         assert_eq!(
             indexes,
             [
-                "idx_apalis_jobs_fetch_partial",
-                "idx_apalis_jobs_lock_by",
-                "idx_jobs_idempotency_key",
+                "idx_apalis_jobs_fetch_partial (partial)",
+                "idx_apalis_jobs_lock_by (partial)",
+                "idx_jobs_idempotency_key (partial)",
                 "jobs_pkey"
             ]
         );

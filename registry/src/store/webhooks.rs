@@ -222,7 +222,21 @@ pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
 /// locks the table), so it never queues behind an open transaction.
 const FIT_QUEUE_TABLES: &str = "DROP TRIGGER IF EXISTS notify_workers ON apalis.jobs; \
      DROP INDEX IF EXISTS apalis.unique_job_id; \
-     DROP INDEX IF EXISTS apalis.lidx";
+     DROP INDEX IF EXISTS apalis.lidx; \
+     DO $fit$ BEGIN \
+       IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'apalis' \
+           AND indexname = 'idx_apalis_jobs_lock_by' AND indexdef NOT LIKE '% WHERE %') THEN \
+         DROP INDEX apalis.idx_apalis_jobs_lock_by; \
+         CREATE INDEX IF NOT EXISTS idx_apalis_jobs_lock_by ON apalis.jobs (lock_by) \
+           WHERE lock_by IS NOT NULL; \
+       END IF; \
+       IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'apalis' \
+           AND indexname = 'idx_jobs_idempotency_key' AND indexdef NOT LIKE '% WHERE %') THEN \
+         DROP INDEX apalis.idx_jobs_idempotency_key; \
+         CREATE UNIQUE INDEX IF NOT EXISTS idx_jobs_idempotency_key \
+           ON apalis.jobs (job_type, idempotency_key) WHERE idempotency_key IS NOT NULL; \
+       END IF; \
+     END $fit$";
 
 /// Insert one apalis job row through any executor, due now or at epoch
 /// second `$run_at`; returns its id.
@@ -375,12 +389,18 @@ impl Store {
     /// `handle-delivery` job, in one transaction. A delivery key already
     /// stored for the connection is a duplicate, and so is a body already
     /// stored for it (same replay key) within [`REPLAY_WINDOW_MS`]: a signed body
-    /// replayed under a new delivery id. Nothing is written for either.
+    /// replayed under a new delivery id. Nothing is written for either, nor
+    /// for a connection that does not exist ([`RegistryError::NotFound`]).
     pub async fn record_delivery(&self, new: &NewDelivery) -> Result<Recorded> {
         match self.record_deliveries(&[(new, None)]).await?.pop() {
             Some(Accepted::Recorded(recorded)) => Ok(recorded),
-            // Without a premise nothing is re-checked, so nothing is stale.
-            Some(Accepted::Stale) | None => Err(RegistryError::Corrupt {
+            // Without a premise only the connection's existence is
+            // checked: stale means there is no such connection.
+            Some(Accepted::Stale) => Err(RegistryError::not_found(format!(
+                "connection {:?}",
+                new.connection_id
+            ))),
+            None => Err(RegistryError::Corrupt {
                 what: format!("delivery {:?} was not recorded", new.delivery_key),
             }),
         }
@@ -402,6 +422,15 @@ impl Store {
     /// - Two indexes that repeat others are dropped, one write each per
     ///   queued job: `unique_job_id` (the primary key's `id`) and `lidx`
     ///   (`idx_apalis_jobs_lock_by`'s `lock_by`).
+    /// - Two others leave out the rows whose key is NULL, which is every
+    ///   job as it is queued here: `idx_apalis_jobs_lock_by` (a job gets its
+    ///   `lock_by` when a worker takes it; apalis looks jobs up by a
+    ///   worker's id, never by NULL) and the unique
+    ///   `idx_jobs_idempotency_key` (NULLs were never equal to each other
+    ///   in it, and apalis names it in no `ON CONFLICT`). Both kept every
+    ///   queued job's NULL entry: two index writes per delivery. Each is
+    ///   rebuilt once, the first time a process fits the tables after
+    ///   apalis's setup made it (the table is locked for that build).
     pub async fn fit_queue_tables(&self) -> Result<()> {
         if let Store::Postgres(pool) = self {
             sqlx::raw_sql(FIT_QUEUE_TABLES).execute(pool).await?;

@@ -184,6 +184,13 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
            VALUES ('dl-14', 'gh-acme', 'github', 'hook:1:guid-14', 'repository.renamed', 9500, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-14')",
     ),
+    (
+        // No table: PostgreSQL's deliveries lose their foreign key, and
+        // connections refuse a DELETE.
+        20261206120000,
+        "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
+           VALUES ('dl-15', 'gh-acme', 'github', 'hook:1:guid-15', 'repository.renamed', 9600, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-15')",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]

@@ -18,7 +18,54 @@ both_backends!(
     a_batch_dedupes_and_detects_replays_within_itself,
     a_premise_that_no_longer_holds_writes_nothing,
     a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure,
+    a_delivery_needs_its_connection_which_is_never_deleted,
 );
+
+/// A delivery is stored only for a connection that exists, whether its
+/// premise is checked or not (on PostgreSQL the statement's check is all
+/// there is: the table has no foreign key), and a connection is never
+/// deleted, so no delivery outlives it.
+async fn a_delivery_needs_its_connection_which_is_never_deleted(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let ghost = NewDelivery {
+        connection_id: "ghost".to_owned(),
+        ..delivery("g1", DeliveryStatus::Failed)
+    };
+    let err = s.record_delivery(&ghost).await.unwrap_err();
+    assert!(
+        matches!(&err, RegistryError::NotFound { what } if what.contains("ghost")),
+        "{err:?}"
+    );
+    // In one batch beside a delivery for a connection that exists (one
+    // statement on PostgreSQL): only that one is stored.
+    let real = delivery("r1", DeliveryStatus::Failed);
+    let premise = Some(Premise { secret_id: None });
+    let out = s
+        .record_deliveries(&[(&ghost, premise), (&real, premise)])
+        .await
+        .unwrap();
+    assert_eq!(out[0], Accepted::Stale);
+    assert!(matches!(
+        out[1],
+        Accepted::Recorded(Recorded::Stored { .. })
+    ));
+    assert!(s.list_deliveries("ghost").await.unwrap().is_empty());
+
+    let delete = match s {
+        Store::Sqlite(p) => sqlx::query("DELETE FROM connections WHERE id = 'gh'")
+            .execute(p)
+            .await
+            .map(|_| ()),
+        Store::Postgres(p) => sqlx::query("DELETE FROM connections WHERE id = 'gh'")
+            .execute(p)
+            .await
+            .map(|_| ()),
+    };
+    let err = delete.unwrap_err().to_string();
+    assert!(err.contains("never deleted"), "{err}");
+    assert_eq!(s.list_deliveries("gh").await.unwrap().len(), 1);
+}
 
 /// The same signed bytes under a new delivery id: recognised by the body's
 /// hash and stored as nothing new. Other bodies, and bodies without a hash

@@ -97,13 +97,16 @@ fn reading_statuses() -> String {
 
 /// `$14` the verifying secret's id (NULL: none to check), `$15` 1 when the
 /// premise is checked at all (0 for the unguarded `record_delivery`), `$6`
-/// the time of the write.
+/// the time of the write. Even unguarded, the connection must exist: on
+/// PostgreSQL this check is what keeps a delivery from naming a connection
+/// that is not there (the table has no foreign key to it; migration
+/// `20261206120000`).
 fn premise_sql() -> String {
     format!(
-        "($15 = 0 OR (EXISTS (SELECT 1 FROM connections c WHERE c.id = $2 AND c.platform = $3 \
-           AND c.status IN ({statuses})) \
-         AND ($14 IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s WHERE s.id = $14 \
-           AND s.connection_id = $2 AND (s.valid_until IS NULL OR s.valid_until > $6)))))",
+        "(EXISTS (SELECT 1 FROM connections c WHERE c.id = $2 \
+           AND ($15 = 0 OR (c.platform = $3 AND c.status IN ({statuses})))) \
+         AND ($15 = 0 OR $14 IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s WHERE s.id = $14 \
+           AND s.connection_id = $2 AND (s.valid_until IS NULL OR s.valid_until > $6))))",
         statuses = reading_statuses()
     )
 }
