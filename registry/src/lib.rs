@@ -12,8 +12,9 @@ pub use cipher::{Cipher, KeySource, MissingKey};
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{
-    Accepted, DeliveryFilter, DeliveryRow, DeliveryStatus, DeliveryWriter, IntakeSecret,
-    IntakeState, NewDelivery, Premise, QueuedJob, Recorded, StoredDelivery,
+    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryRow, DeliveryStatus,
+    DeliveryWriter, IntakeSecret, IntakeState, NewDelivery, Premise, QueuedJob, Recorded,
+    StoredDelivery,
 };
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt,

@@ -530,7 +530,9 @@ impl Store {
 mod intake;
 mod retries;
 
-pub use intake::{Accepted, DeliveryWriter, IntakeSecret, IntakeState, Premise};
+pub use intake::{
+    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryWriter, IntakeSecret, IntakeState, Premise,
+};
 pub use retries::DeliveryFilter;
 
 #[cfg(test)]

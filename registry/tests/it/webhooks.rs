@@ -5,7 +5,8 @@ use cmcp_domain::ConnectionStatus;
 use cmcp_domain::{Owner, Platform};
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{
-    Accepted, Cipher, DeliveryStatus, NewDelivery, Premise, Recorded, RegistryError, Store,
+    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, Cipher, DeliveryStatus, NewDelivery, Premise,
+    Recorded, RegistryError, Store,
 };
 
 use crate::support::add_connection;
@@ -19,7 +20,49 @@ both_backends!(
     a_premise_that_no_longer_holds_writes_nothing,
     a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure,
     a_delivery_needs_its_connection_which_is_never_deleted,
+    a_sqlite_delivery_writer_checkpoints_beside_its_commits,
 );
+
+/// On SQLite, a delivery writer that has committed more than
+/// `CHECKPOINT_BESIDE_AFTER_BYTES` of bodies has a checkpoint run beside
+/// it (not inside its commits), and every delivery is still there after
+/// it; PostgreSQL has nothing of the kind.
+async fn a_sqlite_delivery_writer_checkpoints_beside_its_commits(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    let mut writer = s.delivery_writer();
+    let body = vec![b'x'; 64 * 1024];
+    let n = 2 * CHECKPOINT_BESIDE_AFTER_BYTES / body.len();
+    for i in 0..n {
+        let d = NewDelivery {
+            body: body.clone(),
+            ..delivery(&format!("w{i}"), DeliveryStatus::Failed)
+        };
+        let out = writer.record(&[(&d, None)]).await.unwrap();
+        assert!(matches!(
+            out[0],
+            Accepted::Recorded(Recorded::Stored { .. })
+        ));
+        if i + 1 < CHECKPOINT_BESIDE_AFTER_BYTES / body.len() {
+            assert_eq!(writer.checkpoints_beside(), 0, "not before the bytes");
+        }
+    }
+    match s {
+        Store::Sqlite(_) => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while writer.checkpoints_beside() == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no checkpoint ran beside the writer"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+        Store::Postgres(_) => assert_eq!(writer.checkpoints_beside(), 0),
+    }
+    drop(writer);
+    assert_eq!(s.list_deliveries("gh").await.unwrap().len(), n);
+}
 
 /// A delivery is stored only for a connection that exists, whether its
 /// premise is checked or not (on PostgreSQL the statement's check is all

@@ -28,11 +28,13 @@
 
 mod pg_batch;
 
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use cmcp_domain::{ConnectionStatus, Platform, Token};
 use sqlx::{PgConnection, SqliteConnection};
+use tokio::sync::Notify;
 
 use super::{
     DeliveryStatus, NewDelivery, QueuedJob, REPLAY_WINDOW_MS, Recorded, job_insert_sql, new_ulid,
@@ -421,6 +423,7 @@ impl Store {
         DeliveryWriter {
             store: self.clone(),
             own: None,
+            checkpointer: None,
         }
     }
 }
@@ -482,6 +485,73 @@ pub struct DeliveryWriter {
     store: Store,
     /// The writer's connection and when its last batch ended.
     own: Option<(PgConnection, Instant)>,
+    /// SQLite: the checkpoints run beside this writer, started with its
+    /// first batch and stopped when it is dropped.
+    checkpointer: Option<Checkpointer>,
+}
+
+/// Body bytes a SQLite writer commits between two checkpoints beside it
+/// (about 64 pages): under a stream of deliveries the WAL is copied to the
+/// database file a little at a time, and an idle or slow stream causes no
+/// more syncs than SQLite's own auto-checkpoint would.
+pub const CHECKPOINT_BESIDE_AFTER_BYTES: usize = 256 * 1024;
+
+/// SQLite's auto-checkpoint runs inside the commit that takes the WAL past
+/// 1,000 pages: that commit copies them all to the database file and
+/// syncs it while every delivery queued behind it waits, and with 50 KB
+/// bodies those commits were the deliveries' tail. A PASSIVE checkpoint on
+/// another connection of the pool, woken after every
+/// [`CHECKPOINT_BESIDE_AFTER_BYTES`] committed, does that copying while
+/// the writer goes on (a PASSIVE checkpoint takes no write lock). The
+/// auto-checkpoint stays: it is what lets the WAL start over (a checkpoint
+/// beside a steady writer never catches up with its last frame), and it
+/// now finds little left to copy.
+struct Checkpointer {
+    wake: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+    done: Arc<AtomicU64>,
+    pending: usize,
+}
+
+impl Checkpointer {
+    fn start(pool: sqlx::SqlitePool) -> Checkpointer {
+        let wake = Arc::new(Notify::new());
+        let done = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn({
+            let (wake, done) = (wake.clone(), done.clone());
+            async move {
+                loop {
+                    wake.notified().await;
+                    let ran =
+                        sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
+                            .fetch_one(&pool)
+                            .await;
+                    match ran {
+                        Ok(_) => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error) => {
+                            // The writer's own auto-checkpoint still runs.
+                            tracing::warn!(%error, "a checkpoint beside the delivery writer failed");
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                }
+            }
+        });
+        Checkpointer {
+            wake,
+            task,
+            done,
+            pending: 0,
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl DeliveryWriter {
@@ -490,8 +560,21 @@ impl DeliveryWriter {
         &mut self,
         batch: &[(&NewDelivery, Option<Premise>)],
     ) -> Result<Vec<Accepted>> {
-        let Store::Postgres(pool) = &self.store else {
-            return self.store.record_deliveries(batch).await;
+        let pool = match &self.store {
+            Store::Postgres(pool) => pool,
+            Store::Sqlite(pool) => {
+                let written = self.store.record_deliveries(batch).await?;
+                let bytes: usize = batch.iter().map(|(d, _)| d.body.len()).sum();
+                let c = self
+                    .checkpointer
+                    .get_or_insert_with(|| Checkpointer::start(pool.clone()));
+                c.pending += bytes;
+                if c.pending >= CHECKPOINT_BESIDE_AFTER_BYTES {
+                    c.pending = 0;
+                    c.wake.notify_one();
+                }
+                return Ok(written);
+            }
         };
         let prepared = prepare(batch)?;
         if let Some((conn, used)) = &mut self.own
@@ -522,6 +605,14 @@ impl DeliveryWriter {
             self.own = None;
         }
         written
+    }
+
+    /// Checkpoints run beside this writer so far (SQLite; 0 on
+    /// PostgreSQL).
+    pub fn checkpoints_beside(&self) -> u64 {
+        self.checkpointer
+            .as_ref()
+            .map_or(0, |c| c.done.load(Ordering::Relaxed))
     }
 }
 
