@@ -54,6 +54,19 @@ pub struct NewDelivery {
     pub replay_key: Option<String>,
 }
 
+impl NewDelivery {
+    /// The body as its row keeps it. An ignored event (a `push`, which this
+    /// fleet never reads) is answered and kept as a row with its outcome;
+    /// its body, which can be megabytes, is never needed again.
+    pub fn stored_body(&self) -> &[u8] {
+        if self.status == DeliveryStatus::Ignored {
+            &[]
+        } else {
+            &self.body
+        }
+    }
+}
+
 /// A replay of a signed body under a new delivery id is recognised for this
 /// long after the first copy (a platform's own redeliveries keep their id
 /// and are caught by the delivery key whenever they come).
@@ -223,19 +236,17 @@ pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
 const FIT_QUEUE_TABLES: &str = "DROP TRIGGER IF EXISTS notify_workers ON apalis.jobs; \
      DROP INDEX IF EXISTS apalis.unique_job_id; \
      DROP INDEX IF EXISTS apalis.lidx; \
-     DO $fit$ BEGIN \
-       IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'apalis' \
-           AND indexname = 'idx_apalis_jobs_lock_by' AND indexdef NOT LIKE '% WHERE %') THEN \
-         DROP INDEX apalis.idx_apalis_jobs_lock_by; \
-         CREATE INDEX IF NOT EXISTS idx_apalis_jobs_lock_by ON apalis.jobs (lock_by) \
-           WHERE lock_by IS NOT NULL; \
-       END IF; \
-       IF EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'apalis' \
-           AND indexname = 'idx_jobs_idempotency_key' AND indexdef NOT LIKE '% WHERE %') THEN \
-         DROP INDEX apalis.idx_jobs_idempotency_key; \
-         CREATE UNIQUE INDEX IF NOT EXISTS idx_jobs_idempotency_key \
-           ON apalis.jobs (job_type, idempotency_key) WHERE idempotency_key IS NOT NULL; \
-       END IF; \
+     DO $fit$ DECLARE ix record; BEGIN \
+       FOR ix IN SELECT i.indexname, v.made FROM pg_indexes i JOIN (VALUES \
+           ('idx_apalis_jobs_lock_by', \
+            'CREATE INDEX idx_apalis_jobs_lock_by ON apalis.jobs (lock_by) WHERE lock_by IS NOT NULL'), \
+           ('idx_jobs_idempotency_key', \
+            'CREATE UNIQUE INDEX idx_jobs_idempotency_key ON apalis.jobs (job_type, idempotency_key) \
+             WHERE idempotency_key IS NOT NULL')) v(name, made) ON i.indexname = v.name \
+         WHERE i.schemaname = 'apalis' AND i.indexdef NOT LIKE '% WHERE %' LOOP \
+         EXECUTE format('DROP INDEX apalis.%I', ix.indexname); \
+         EXECUTE ix.made; \
+       END LOOP; \
      END $fit$";
 
 /// Insert one apalis job row through any executor, due now or at epoch

@@ -97,20 +97,35 @@ fn reading_statuses() -> String {
     .join(", ")
 }
 
-/// `$14` the verifying secret's id (NULL: none to check), `$15` 1 when the
-/// premise is checked at all (0 for the unguarded `record_delivery`), `$6`
-/// the time of the write. Even unguarded, the connection must exist: on
-/// PostgreSQL this check is what keeps a delivery from naming a connection
-/// that is not there (the table has no foreign key to it; migration
-/// `20261206120000`).
-fn premise_sql() -> String {
+/// The premise of one delivery, over the SQL expressions that give its
+/// connection, platform, verifying secret's id (NULL: none to check),
+/// whether it is checked at all (0 for the unguarded `record_delivery`)
+/// and the time of the write. Even unguarded, the connection must exist:
+/// on PostgreSQL this check is what keeps a delivery from naming a
+/// connection that is not there (the table has no foreign key to it;
+/// migration `20261206120000`). One text for every statement that stores
+/// deliveries, the single ones and the batch.
+pub(super) fn premise_check(
+    connection: &str,
+    platform: &str,
+    secret: &str,
+    checked: &str,
+    at: &str,
+) -> String {
     format!(
-        "(EXISTS (SELECT 1 FROM connections c WHERE c.id = $2 \
-           AND ($15 = 0 OR (c.platform = $3 AND c.status IN ({statuses})))) \
-         AND ($15 = 0 OR $14 IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s WHERE s.id = $14 \
-           AND s.connection_id = $2 AND (s.valid_until IS NULL OR s.valid_until > $6))))",
+        "(EXISTS (SELECT 1 FROM connections c WHERE c.id = {connection} \
+           AND ({checked} = 0 OR (c.platform = {platform} AND c.status IN ({statuses})))) \
+         AND ({checked} = 0 OR {secret} IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s \
+           WHERE s.id = {secret} AND s.connection_id = {connection} \
+           AND (s.valid_until IS NULL OR s.valid_until > {at}))))",
         statuses = reading_statuses()
     )
+}
+
+/// The premise in the single statements: `$2` the connection, `$3` the
+/// platform, `$14` the secret's id, `$15` checked, `$6` the time.
+fn premise_sql() -> String {
+    premise_check("$2", "$3", "$14", "$15", "$6")
 }
 
 /// The first stored delivery of the same signed body within the window
@@ -191,14 +206,7 @@ impl<'a> Prepared<'a> {
             what: format!("headers: {e}"),
         })?;
         let now = now_ms();
-        // An ignored event (a `push`, which this fleet never reads) is
-        // answered and kept as a row with its outcome; its body, which can
-        // be megabytes, is never needed again.
-        let body: &[u8] = if new.status == DeliveryStatus::Ignored {
-            &[]
-        } else {
-            &new.body
-        };
+        let body = new.stored_body();
         Ok(Prepared {
             new,
             premise,
@@ -490,7 +498,7 @@ pub struct DeliveryWriter {
     checkpointer: Option<Checkpointer>,
 }
 
-/// Body bytes a SQLite writer commits between two checkpoints beside it
+/// Body bytes a SQLite writer stores between two checkpoints beside it
 /// (about 64 pages): under a stream of deliveries the WAL is copied to the
 /// database file a little at a time, and an idle or slow stream causes no
 /// more syncs than SQLite's own auto-checkpoint would.
@@ -564,7 +572,13 @@ impl DeliveryWriter {
             Store::Postgres(pool) => pool,
             Store::Sqlite(pool) => {
                 let written = self.store.record_deliveries(batch).await?;
-                let bytes: usize = batch.iter().map(|(d, _)| d.body.len()).sum();
+                // What went into the WAL: the bodies of the rows stored.
+                let bytes: usize = batch
+                    .iter()
+                    .zip(&written)
+                    .filter(|(_, a)| matches!(a, Accepted::Recorded(Recorded::Stored { .. })))
+                    .map(|((d, _), _)| d.stored_body().len())
+                    .sum();
                 let c = self
                     .checkpointer
                     .get_or_insert_with(|| Checkpointer::start(pool.clone()));

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use sqlx::PgConnection;
 
-use super::{Accepted, Prepared, reading_statuses};
+use super::{Accepted, Prepared, premise_check};
 use crate::error::Result;
 use crate::store::webhooks::{HANDLE_DELIVERY_QUEUE, Recorded};
 
@@ -66,11 +66,7 @@ fn batch_sql(with_job: bool) -> String {
            received_at, headers, verification, status, error, processed_at, replay_key, \
            secret_id, checked, since, job_id, max_attempts, run_at, ord)), \
          checked AS MATERIALIZED (SELECT i.*, \
-           (EXISTS (SELECT 1 FROM connections c WHERE c.id = i.connection_id \
-              AND (i.checked = 0 OR (c.platform = i.platform AND c.status IN ({statuses})))) \
-            AND (i.checked = 0 OR i.secret_id IS NULL OR EXISTS (SELECT 1 FROM webhook_secrets s \
-              WHERE s.id = i.secret_id AND s.connection_id = i.connection_id \
-              AND (s.valid_until IS NULL OR s.valid_until > i.received_at)))) AS ok, \
+           {premise} AS ok, \
            (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
               AND d.replay_key = i.replay_key AND d.received_at > i.since \
               ORDER BY d.received_at LIMIT 1) AS replay \
@@ -86,7 +82,13 @@ fn batch_sql(with_job: bool) -> String {
              (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = c.connection_id \
                 AND d.delivery_key = c.delivery_key) END \
          FROM checked c LEFT JOIN ins ON ins.id = c.id ORDER BY c.ord",
-        statuses = reading_statuses()
+        premise = premise_check(
+            "i.connection_id",
+            "i.platform",
+            "i.secret_id",
+            "i.checked",
+            "i.received_at"
+        )
     )
 }
 
