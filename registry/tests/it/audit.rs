@@ -1,7 +1,9 @@
 //! The audit log: append-only.
 
+use cmcp_registry::NewAuditEntry;
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{NewAuditEntry, Store};
+
+use crate::support::try_exec;
 
 both_backends!(audit_log_is_append_only,);
 
@@ -23,27 +25,9 @@ async fn audit_log_is_append_only(db: TestDb) {
         entries[0].before,
         Some(serde_json::json!({"state": "proposed"}))
     );
-    let update = match &db.store {
-        Store::Sqlite(p) => sqlx::query("UPDATE audit_log SET actor = 'mallory'")
-            .execute(p)
-            .await
-            .map(|_| ()),
-        Store::Postgres(p) => sqlx::query("UPDATE audit_log SET actor = 'mallory'")
-            .execute(p)
-            .await
-            .map(|_| ()),
-    };
+    let update = try_exec(&db.store, "UPDATE audit_log SET actor = 'mallory'").await;
     assert!(update.unwrap_err().to_string().contains("append-only"));
-    let delete = match &db.store {
-        Store::Sqlite(p) => sqlx::query("DELETE FROM audit_log")
-            .execute(p)
-            .await
-            .map(|_| ()),
-        Store::Postgres(p) => sqlx::query("DELETE FROM audit_log")
-            .execute(p)
-            .await
-            .map(|_| ()),
-    };
+    let delete = try_exec(&db.store, "DELETE FROM audit_log").await;
     assert!(delete.is_err());
     assert_eq!(
         db.store.list_audit(5).await.unwrap()[0].actor,

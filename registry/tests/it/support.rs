@@ -14,6 +14,15 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Runs one statement of raw SQL on either backend, as a test that tries
+/// to break the store on purpose does; the store's refusal is the result.
+pub async fn try_exec(store: &Store, sql: &'static str) -> Result<(), sqlx::Error> {
+    match store {
+        Store::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        Store::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+    }
+}
+
 pub async fn add_connection(store: &Store, id: &str, owner: Owner) {
     store
         .create_connection(

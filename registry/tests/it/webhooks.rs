@@ -9,7 +9,7 @@ use cmcp_registry::{
     Recorded, RegistryError, Store,
 };
 
-use crate::support::add_connection;
+use crate::support::{add_connection, try_exec};
 
 both_backends!(
     a_webhook_secret_is_created_once_and_sealed,
@@ -23,13 +23,30 @@ both_backends!(
     a_sqlite_delivery_writer_checkpoints_beside_its_commits,
 );
 
-/// On SQLite, a delivery writer that has committed more than
+/// On SQLite, a delivery writer that has stored more than
 /// `CHECKPOINT_BESIDE_AFTER_BYTES` of bodies has a checkpoint run beside
-/// it (not inside its commits), and every delivery is still there after
-/// it; PostgreSQL has nothing of the kind.
+/// it, which copies them to the database file (far below the 1,000 WAL
+/// pages at which SQLite's own checkpoint would), and every delivery is
+/// still there after it; PostgreSQL has nothing of the kind.
 async fn a_sqlite_delivery_writer_checkpoints_beside_its_commits(db: TestDb) {
     let s = &db.store;
     add_connection(s, "gh", Owner::Company).await;
+    // The database file's size, with the WAL so far copied into it.
+    let file_size = |pool: &sqlx::SqlitePool| {
+        std::fs::metadata(pool.connect_options().get_filename())
+            .unwrap()
+            .len()
+    };
+    let before = match s {
+        Store::Sqlite(pool) => {
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(pool)
+                .await
+                .unwrap();
+            file_size(pool)
+        }
+        Store::Postgres(_) => 0,
+    };
     let mut writer = s.delivery_writer();
     let body = vec![b'x'; 64 * 1024];
     let n = 2 * CHECKPOINT_BESIDE_AFTER_BYTES / body.len();
@@ -48,7 +65,7 @@ async fn a_sqlite_delivery_writer_checkpoints_beside_its_commits(db: TestDb) {
         }
     }
     match s {
-        Store::Sqlite(_) => {
+        Store::Sqlite(pool) => {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
             while writer.checkpoints_beside() == 0 {
                 assert!(
@@ -57,6 +74,14 @@ async fn a_sqlite_delivery_writer_checkpoints_beside_its_commits(db: TestDb) {
                 );
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
+            // At least half of what the first checkpoint had to copy is
+            // in the file (the rest may have filled free pages): no
+            // checkpoint of SQLite's own runs at a WAL this small.
+            let grown = file_size(pool).saturating_sub(before);
+            assert!(
+                grown as usize >= CHECKPOINT_BESIDE_AFTER_BYTES / 2,
+                "the database file grew {grown} bytes"
+            );
         }
         Store::Postgres(_) => assert_eq!(writer.checkpoints_beside(), 0),
     }
@@ -95,16 +120,7 @@ async fn a_delivery_needs_its_connection_which_is_never_deleted(db: TestDb) {
     ));
     assert!(s.list_deliveries("ghost").await.unwrap().is_empty());
 
-    let delete = match s {
-        Store::Sqlite(p) => sqlx::query("DELETE FROM connections WHERE id = 'gh'")
-            .execute(p)
-            .await
-            .map(|_| ()),
-        Store::Postgres(p) => sqlx::query("DELETE FROM connections WHERE id = 'gh'")
-            .execute(p)
-            .await
-            .map(|_| ()),
-    };
+    let delete = try_exec(s, "DELETE FROM connections WHERE id = 'gh'").await;
     let err = delete.unwrap_err().to_string();
     assert!(err.contains("never deleted"), "{err}");
     assert_eq!(s.list_deliveries("gh").await.unwrap().len(), 1);
