@@ -17,6 +17,8 @@
 //! The UNIQUE index on `(connection_id, delivery_key)` makes a redelivery a
 //! duplicate: concurrent copies of one delivery yield one row and one job.
 
+use std::sync::LazyLock;
+
 use cmcp_domain::{Platform, Token};
 use serde::Serialize;
 
@@ -217,16 +219,26 @@ impl QueuedJob {
 /// `apalis.jobs` with `timestamptz` and hstore metadata, left NULL), the
 /// bound values do not.
 pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
+    static SQLITE_ONE: LazyLock<String> = LazyLock::new(|| sqlite_jobs_sql(1));
     match backend {
-        Backend::Sqlite => {
-            "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
-             VALUES ($1, $2, $3, 'Pending', 0, $4, $5, 0, '{}')"
-        }
+        Backend::Sqlite => SQLITE_ONE.as_str(),
         Backend::Postgres => {
             "INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
              VALUES ($1, $2, $3, 'Pending', 0, $4, to_timestamp($5::bigint), 0, NULL)"
         }
     }
+}
+
+/// SQLite's INSERT of `rows` jobs in one statement, each row's values bound
+/// in [`job_insert_sql`]'s order (payload, id, queue, max attempts, due
+/// epoch second) one row after the other.
+pub(super) fn sqlite_jobs_sql(rows: usize) -> String {
+    let row = "(?, ?, ?, 'Pending', 0, ?, ?, 0, '{}')";
+    format!(
+        "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+         VALUES {}",
+        vec![row; rows].join(", ")
+    )
 }
 
 /// What [`Store::fit_queue_tables`] runs on PostgreSQL. Every process that

@@ -9,6 +9,7 @@
 #[macro_use]
 extern crate cmcp_registry;
 
+mod batches;
 mod bitbucket;
 mod cached;
 mod edge;

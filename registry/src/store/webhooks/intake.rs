@@ -21,13 +21,17 @@
 //! a gateway's [`DeliveryWriter`], a batch whose deliveries are all
 //! independent is that one statement, committed on its own without
 //! BEGIN/COMMIT: one round trip. SQLite has no data-modifying CTE: the
-//! delivery's INSERT carries the premise and the replay check, and its job
-//! follows in the same transaction. Every delivery is a statement of its
-//! own so that dedupe and replay detection stay exact inside a batch: a
-//! later statement of the transaction sees the rows of the earlier ones.
+//! same independent deliveries go in one INSERT that carries the premise
+//! and the replay check, and their jobs follow in one more
+//! ([`sqlite_batch`]); each of the others is its INSERT and then its job.
+//! The others are statements of their own so that dedupe and replay
+//! detection stay exact inside a batch: a later statement of the
+//! transaction sees the rows of the earlier ones ([`independent`]).
 
 mod pg_batch;
+mod sqlite_batch;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
@@ -128,10 +132,22 @@ fn premise_sql() -> String {
     premise_check("$2", "$3", "$14", "$15", "$6")
 }
 
-/// The first stored delivery of the same signed body within the window
-/// (`$16` its start); nothing when `$13`, the replay key, is NULL.
-const REPLAY_SQL: &str = "SELECT id FROM webhook_deliveries WHERE connection_id = $2 \
-     AND replay_key = $13 AND received_at > $16 ORDER BY received_at LIMIT 1";
+/// The first stored delivery of the same signed body for the connection
+/// since the start of the replay window ([`REPLAY_WINDOW_MS`]), over the
+/// SQL expressions that give them; nothing when the replay key is NULL.
+/// One text for every statement that stores deliveries, as
+/// [`premise_check`].
+pub(super) fn replay_lookup(connection: &str, replay_key: &str, since: &str) -> String {
+    format!(
+        "SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = {connection} \
+         AND d.replay_key = {replay_key} AND d.received_at > {since} \
+         ORDER BY d.received_at LIMIT 1"
+    )
+}
+
+/// The replay lookup in the single statements: `$2` the connection, `$13`
+/// the replay key, `$16` the window's start.
+static REPLAY_SQL: LazyLock<String> = LazyLock::new(|| replay_lookup("$2", "$13", "$16"));
 
 const DELIVERY_COLUMNS: &str = "id, connection_id, platform, delivery_key, event, received_at, \
      headers, body, verification, status, error, processed_at, replay_key";
@@ -148,7 +164,7 @@ fn pg_sql(with_job: bool) -> String {
     };
     format!(
         "WITH premise AS (SELECT {premise} AS ok), \
-         replay AS ({REPLAY_SQL}), \
+         replay AS ({replay}), \
          ins AS (INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM premise \
            WHERE premise.ok AND NOT EXISTS (SELECT 1 FROM replay) \
@@ -158,7 +174,8 @@ fn pg_sql(with_job: bool) -> String {
            (SELECT id FROM job), \
            CASE WHEN NOT EXISTS (SELECT 1 FROM ins) THEN (SELECT d.id FROM webhook_deliveries d \
              WHERE d.connection_id = $2 AND d.delivery_key = $4) END",
-        premise = premise_sql()
+        premise = premise_sql(),
+        replay = *REPLAY_SQL
     )
 }
 
@@ -169,9 +186,10 @@ static SQLITE_INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
-         WHERE {premise} AND NOT EXISTS ({REPLAY_SQL}) \
+         WHERE {premise} AND NOT EXISTS ({replay}) \
          ON CONFLICT (connection_id, delivery_key) DO NOTHING RETURNING id",
-        premise = premise_sql()
+        premise = premise_sql(),
+        replay = *REPLAY_SQL
     )
 });
 
@@ -179,9 +197,10 @@ static SQLITE_INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
 /// binds only the parameters a statement names, so the shared binds fit.
 static SQLITE_WHY_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {premise}, ({REPLAY_SQL}), \
+        "SELECT {premise}, ({replay}), \
          (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = $2 AND d.delivery_key = $4)",
-        premise = premise_sql()
+        premise = premise_sql(),
+        replay = *REPLAY_SQL
     )
 });
 
@@ -216,6 +235,15 @@ impl<'a> Prepared<'a> {
             now,
             processed_at: (new.status != DeliveryStatus::Received).then_some(now),
             job,
+        })
+    }
+
+    /// The outcome of this delivery's row (and job, when it has one)
+    /// having been inserted.
+    fn stored(&self) -> Accepted {
+        Accepted::Recorded(Recorded::Stored {
+            id: self.id.clone(),
+            job_id: self.job.as_ref().map(|(_, id)| id.clone()),
         })
     }
 
@@ -300,32 +328,38 @@ async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
     Ok(Accepted::Recorded(recorded))
 }
 
+/// A SQLite query with one delivery's `$1`–`$16` bound, for the batch
+/// statement's rows ([`sqlite_batch`]).
+fn sqlite_bind<'q, O>(
+    q: sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments>,
+    p: &'q Prepared<'_>,
+) -> sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments> {
+    bind_delivery!(q, p)
+}
+
 async fn sqlite_one(conn: &mut SqliteConnection, p: &Prepared<'_>) -> Result<Accepted> {
     let inserted: Option<(String,)> = bind_delivery!(sqlx::query_as(SQLITE_INSERT_SQL.as_str()), p)
         .fetch_optional(&mut *conn)
         .await?;
-    if inserted.is_some() {
-        let job_id = match &p.job {
-            Some((job, id)) => {
-                sqlx::query(job_insert_sql(Backend::Sqlite))
-                    .bind(&job.payload)
-                    .bind(id)
-                    .bind(&job.queue)
-                    .bind(job.max_attempts)
-                    .bind(p.now / 1000)
-                    .execute(&mut *conn)
-                    .await?;
-                Some(id.clone())
-            }
-            None => None,
-        };
-        return Ok(Accepted::Recorded(Recorded::Stored {
-            id: p.id.clone(),
-            job_id,
-        }));
+    if inserted.is_none() {
+        return sqlite_why(conn, p).await;
     }
-    // One writer at a time on SQLite: what this transaction reads now is
-    // what stopped the INSERT.
+    if let Some((job, id)) = &p.job {
+        sqlx::query(job_insert_sql(Backend::Sqlite))
+            .bind(&job.payload)
+            .bind(id)
+            .bind(&job.queue)
+            .bind(job.max_attempts)
+            .bind(p.now / 1000)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(p.stored())
+}
+
+/// Why a delivery's INSERT stored nothing. One writer at a time on SQLite:
+/// what this transaction reads now is what stopped it.
+async fn sqlite_why(conn: &mut SqliteConnection, p: &Prepared<'_>) -> Result<Accepted> {
     let (ok, replay, existing): (bool, Option<String>, Option<String>) =
         bind_delivery!(sqlx::query_as(SQLITE_WHY_SQL.as_str()), p)
             .fetch_one(&mut *conn)
@@ -407,7 +441,7 @@ impl Store {
         let prepared = prepare(batch)?;
         match self {
             Store::Postgres(pool) => {
-                let together = pg_batch::independent(&prepared);
+                let together = independent(&prepared);
                 let mut tx = pool.begin_with(pg_batch::BEGIN_GENERIC).await?;
                 let out = pg_statements(&mut tx, &prepared, &together).await?;
                 tx.commit().await?;
@@ -416,10 +450,7 @@ impl Store {
             Store::Sqlite(pool) => {
                 let _turn = crate::store::write_turn::sqlite(pool).await?;
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let mut out = Vec::with_capacity(prepared.len());
-                for p in &prepared {
-                    out.push(sqlite_one(&mut tx, p).await?);
-                }
+                let out = sqlite_statements(&mut tx, &prepared).await?;
                 tx.commit().await?;
                 Ok(out)
             }
@@ -443,27 +474,82 @@ fn prepare<'a>(batch: &[(&'a NewDelivery, Option<Premise>)]) -> Result<Vec<Prepa
         .collect()
 }
 
-/// The statements of a batch on PostgreSQL: the deliveries marked in
-/// `together` ([`pg_batch::independent`]) in one statement, then each of
-/// the others in its own, so a batch with any of those must run in a
-/// transaction; outcomes in the batch's order.
+/// Which deliveries of the batch share no key and no replay key with
+/// another of it: those go in together, in one statement on either backend
+/// ([`pg_batch`], [`sqlite_batch`]). Every row of one statement sees the
+/// same snapshot, so two copies of one key, or a body and its replay,
+/// could not see each other there. The others are written after it, one
+/// statement each and in their order, in the same transaction, where each
+/// sees the rows before it. As the two groups share no key and no replay
+/// key, neither's outcome depends on the other's, and every outcome is the
+/// one of one delivery after the other.
+fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
+    let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut replays: HashMap<(&str, &str), usize> = HashMap::new();
+    for p in batch {
+        let c = p.new.connection_id.as_str();
+        *keys.entry((c, &p.new.delivery_key)).or_default() += 1;
+        if let Some(h) = &p.new.replay_key {
+            *replays.entry((c, h)).or_default() += 1;
+        }
+    }
+    batch
+        .iter()
+        .map(|p| {
+            let c = p.new.connection_id.as_str();
+            keys[&(c, p.new.delivery_key.as_str())] == 1
+                && p.new
+                    .replay_key
+                    .as_deref()
+                    .is_none_or(|h| replays[&(c, h)] == 1)
+        })
+        .collect()
+}
+
+/// The statements of a batch: the deliveries marked in `together`
+/// ([`independent`]) in one statement (`$many`, called with them in
+/// order), then each of the others in its own (`$one`), so a batch with
+/// any of those must run in a transaction; outcomes in the batch's order.
+macro_rules! in_two_groups {
+    ($conn:expr, $prepared:expr, $together:expr, $many:path, $one:path) => {{
+        let prepared: &[Prepared<'_>] = $prepared;
+        let together: &[bool] = $together;
+        let (many, apart): (Vec<usize>, Vec<usize>) =
+            (0..prepared.len()).partition(|&i| together[i]);
+        let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
+        let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
+        if !many.is_empty() {
+            for (i, a) in many.iter().zip($many(&mut *$conn, &many_refs).await?) {
+                slots[*i] = Some(a);
+            }
+        }
+        for &i in &apart {
+            slots[i] = Some($one(&mut *$conn, &prepared[i]).await?);
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }};
+}
+
 async fn pg_statements(
     conn: &mut PgConnection,
     prepared: &[Prepared<'_>],
     together: &[bool],
 ) -> Result<Vec<Accepted>> {
-    let (many, apart): (Vec<usize>, Vec<usize>) = (0..prepared.len()).partition(|&i| together[i]);
-    let many_refs: Vec<&Prepared<'_>> = many.iter().map(|&i| &prepared[i]).collect();
-    let mut slots: Vec<Option<Accepted>> = vec![None; prepared.len()];
-    if !many.is_empty() {
-        for (i, a) in many.iter().zip(pg_batch::pg_many(conn, &many_refs).await?) {
-            slots[*i] = Some(a);
-        }
-    }
-    for &i in &apart {
-        slots[i] = Some(pg_one(conn, &prepared[i]).await?);
-    }
-    Ok(slots.into_iter().flatten().collect())
+    in_two_groups!(conn, prepared, together, pg_batch::pg_many, pg_one)
+}
+
+async fn sqlite_statements(
+    conn: &mut SqliteConnection,
+    prepared: &[Prepared<'_>],
+) -> Result<Vec<Accepted>> {
+    let together = independent(prepared);
+    in_two_groups!(
+        conn,
+        prepared,
+        &together,
+        sqlite_batch::sqlite_many,
+        sqlite_one
+    )
 }
 
 /// What a gateway's delivery writer commits its batches through: on
@@ -607,7 +693,7 @@ impl DeliveryWriter {
                 self.own.insert((conn, Instant::now()))
             }
         };
-        let together = pg_batch::independent(&prepared);
+        let together = independent(&prepared);
         let written = if together.iter().all(|&alone| alone) {
             // One statement: its own implicit transaction.
             pg_statements(conn, &prepared, &together).await

@@ -3,47 +3,14 @@
 //! (each round trip is a wake-up of the server's backend and of this
 //! process; on a busy machine those, not the SQL, bound the rate).
 //!
-//! Only deliveries that share neither their delivery key nor their body
-//! replay key with another of the batch go in together: every row of one
-//! statement sees the same snapshot, so two copies of one key, or a body
-//! and its replay, could not see each other there. Those few are written
-//! after it, one statement each and in their order, in the same
-//! transaction, where each sees the rows before it. As the two groups
-//! share no key and no replay key, neither's outcome depends on the other's, and
-//! every outcome is the one of one delivery after the other.
-
-use std::collections::HashMap;
+//! Only the deliveries [`super::independent`] marks go in together (the
+//! others follow one statement each).
 
 use sqlx::PgConnection;
 
-use super::{Accepted, Prepared, premise_check};
+use super::{Accepted, Prepared, premise_check, replay_lookup};
 use crate::error::Result;
 use crate::store::webhooks::{HANDLE_DELIVERY_QUEUE, Recorded};
-
-/// Which deliveries of the batch share no key and no replay key with
-/// another of it.
-pub(super) fn independent(batch: &[Prepared<'_>]) -> Vec<bool> {
-    let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut replays: HashMap<(&str, &str), usize> = HashMap::new();
-    for p in batch {
-        let c = p.new.connection_id.as_str();
-        *keys.entry((c, &p.new.delivery_key)).or_default() += 1;
-        if let Some(h) = &p.new.replay_key {
-            *replays.entry((c, h)).or_default() += 1;
-        }
-    }
-    batch
-        .iter()
-        .map(|p| {
-            let c = p.new.connection_id.as_str();
-            keys[&(c, p.new.delivery_key.as_str())] == 1
-                && p.new
-                    .replay_key
-                    .as_deref()
-                    .is_none_or(|h| replays[&(c, h)] == 1)
-        })
-        .collect()
-}
 
 /// The batch statement. The bodies (`$8`) and job payloads (`$18`) are
 /// read from their arrays by ordinal where they are inserted, and never
@@ -67,9 +34,7 @@ fn batch_sql(with_job: bool) -> String {
            secret_id, checked, since, job_id, max_attempts, run_at, ord)), \
          checked AS MATERIALIZED (SELECT i.*, \
            {premise} AS ok, \
-           (SELECT d.id FROM webhook_deliveries d WHERE d.connection_id = i.connection_id \
-              AND d.replay_key = i.replay_key AND d.received_at > i.since \
-              ORDER BY d.received_at LIMIT 1) AS replay \
+           ({replay}) AS replay \
            FROM input i), \
          ins AS (INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, \
            received_at, headers, body, verification, status, error, processed_at, replay_key) \
@@ -88,7 +53,8 @@ fn batch_sql(with_job: bool) -> String {
             "i.secret_id",
             "i.checked",
             "i.received_at"
-        )
+        ),
+        replay = replay_lookup("i.connection_id", "i.replay_key", "i.since")
     )
 }
 

@@ -1,0 +1,176 @@
+//! The store's batch write of deliveries, which the gateway's writers
+//! commit through, against a model of one delivery after the other. A
+//! batch goes in as one statement for the deliveries that share no key and
+//! no replay key and one statement each for the rest, on both backends;
+//! whatever the mix, each outcome must be the one that delivery would have
+//! had in a transaction of its own, in the batch's order. The batches are
+//! drawn from a fixed seed, so a failure comes back on every run.
+
+use std::collections::HashMap;
+
+use cmcp_domain::Platform;
+use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
+
+use crate::hooks::ready;
+
+both_backends!(a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other);
+
+/// xorshift64: the draws of this file, from a fixed seed.
+struct Draw(u64);
+
+impl Draw {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// One delivery after the other: what is stored under each delivery key
+/// and each replay key.
+#[derive(Default)]
+struct Model {
+    keys: HashMap<String, String>,
+    replays: HashMap<String, String>,
+    jobs: usize,
+}
+
+impl Model {
+    /// The outcome `d` must have after everything before it; `Stored`
+    /// outcomes are taken from `got` (their ids are made by the store).
+    fn next(&mut self, d: &NewDelivery, stale: bool, got: &Accepted) -> Accepted {
+        if stale {
+            return Accepted::Stale;
+        }
+        if let Some(id) = d.replay_key.as_ref().and_then(|r| self.replays.get(r)) {
+            return Accepted::Recorded(Recorded::Replay { id: id.clone() });
+        }
+        if let Some(id) = self.keys.get(&d.delivery_key) {
+            return Accepted::Recorded(Recorded::Duplicate { id: id.clone() });
+        }
+        let Accepted::Recorded(Recorded::Stored { id, job_id }) = got else {
+            return Accepted::Recorded(Recorded::Stored {
+                id: "(a new row)".into(),
+                job_id: None,
+            });
+        };
+        self.keys.insert(d.delivery_key.clone(), id.clone());
+        if let Some(r) = &d.replay_key {
+            self.replays.insert(r.clone(), id.clone());
+        }
+        let received = d.status == DeliveryStatus::Received;
+        self.jobs += usize::from(received);
+        Accepted::Recorded(Recorded::Stored {
+            id: id.clone(),
+            job_id: if received { job_id.clone() } else { None },
+        })
+    }
+}
+
+async fn a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other(db: TestDb) {
+    let s = &db.store;
+    ready(&db).await;
+    let secret = s
+        .intake_state(&cipher(), "gh")
+        .await
+        .unwrap()
+        .unwrap()
+        .secrets[0]
+        .id;
+    let mut writer = s.delivery_writer();
+    let mut draw = Draw(0x2545_f491_4f6c_dd1d);
+    let mut model = Model::default();
+    let (mut together, mut apart) = (0, 0);
+    for round in 0..40 {
+        let n = 1 + draw.below(16);
+        let mut batch = Vec::with_capacity(n);
+        for _ in 0..n {
+            let status = [
+                DeliveryStatus::Received,
+                DeliveryStatus::Ignored,
+                DeliveryStatus::Failed,
+            ][draw.below(3)];
+            let premise = match draw.below(6) {
+                0 => None,
+                // A secret that is not the connection's: the premise fails.
+                1 => Some(Premise {
+                    secret_id: Some(secret + 1_000),
+                }),
+                _ => Some(Premise {
+                    secret_id: Some(secret),
+                }),
+            };
+            let replay = (draw.below(2) == 0).then(|| draw.below(4 + round * 4));
+            let d = NewDelivery {
+                connection_id: "gh".into(),
+                platform: Platform::Github,
+                delivery_key: format!("key-{}", draw.below(4 + round * 8)),
+                event: "repository.renamed".into(),
+                headers: vec![("x-github-event".into(), "repository".into())],
+                body: format!("{{\"round\":{round}}}").into_bytes(),
+                verification: "hmac-sha256".into(),
+                status,
+                error: None,
+                replay_key: replay.map(|r| format!("replay-{r}")),
+            };
+            batch.push((d, premise));
+        }
+        let items: Vec<(&NewDelivery, Option<Premise>)> =
+            batch.iter().map(|(d, p)| (d, *p)).collect();
+        // Half through the store's transaction, half through a gateway's
+        // writer (on PostgreSQL its own connection, one statement when the
+        // whole batch is independent).
+        let got = if round % 2 == 0 {
+            s.record_deliveries(&items).await.unwrap()
+        } else {
+            writer.record(&items).await.unwrap()
+        };
+        assert_eq!(got.len(), n);
+        // Which deliveries share a key or a replay key with another of the
+        // batch: those go in apart.
+        let mut shared = HashMap::new();
+        for (d, _) in &batch {
+            *shared.entry(("key", &d.delivery_key)).or_insert(0) += 1;
+            if let Some(r) = &d.replay_key {
+                *shared.entry(("replay", r)).or_insert(0) += 1;
+            }
+        }
+        for ((d, premise), got) in batch.iter().zip(&got) {
+            let stale = premise.is_some_and(|p| p.secret_id != Some(secret));
+            let want = model.next(d, stale, got);
+            assert_eq!(got, &want, "round {round}, {:?}", d.delivery_key);
+            let alone = shared[&("key", &d.delivery_key)] == 1
+                && d.replay_key
+                    .as_ref()
+                    .is_none_or(|r| shared[&("replay", r)] == 1);
+            if alone {
+                together += 1;
+            } else {
+                apart += 1;
+            }
+        }
+    }
+    // Both groups were drawn many times, so both statements ran.
+    assert!(
+        together > 100 && apart > 40,
+        "{together} together, {apart} apart"
+    );
+    let stored = s.list_deliveries("gh").await.unwrap();
+    assert_eq!(stored.len(), model.keys.len());
+    let jobs = match s {
+        Store::Sqlite(pool) => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM Jobs")
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM apalis.jobs")
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+    };
+    assert_eq!(
+        jobs as usize, model.jobs,
+        "one job a received delivery stored"
+    );
+}
