@@ -15,6 +15,15 @@ pub const VERIFICATION_FAILURES: &str = "cmcp_webhook_verification_failures_tota
 pub const UNKNOWN_EVENTS: &str = "cmcp_webhook_unknown_events_total";
 /// Seconds to store a delivery and its job (the time before the 2xx).
 pub const ENQUEUE_SECONDS: &str = "cmcp_webhook_enqueue_seconds";
+/// Deliveries in each transaction a delivery writer committed (group
+/// commit, [`crate::writer`]): mostly 1 means little concurrent load;
+/// batches at `commit_batch_max` mean the writers are the bottleneck.
+pub const COMMIT_DELIVERIES: &str = "cmcp_webhook_commit_deliveries";
+/// SQLite: checkpoints run beside the delivery writer, which copy its WAL
+/// into the database file while it goes on
+/// ([`cmcp_registry::CHECKPOINT_BESIDE_AFTER_BYTES`]); counted at the
+/// writer's next commit. Always 0 on PostgreSQL.
+pub const CHECKPOINTS_BESIDE: &str = "cmcp_webhook_checkpoints_beside_total";
 /// Age in seconds of the oldest delivery still waiting for its job (0 when
 /// none is); computed from the store at scrape time.
 pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
@@ -36,9 +45,16 @@ pub const ENQUEUE_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Buckets of [`COMMIT_DELIVERIES`], up to past the default
+/// `commit_batch_max` (64).
+pub const COMMIT_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
 /// Every histogram of this crate with its buckets, for the process that
 /// installs the recorder.
-pub const HISTOGRAMS: &[(&str, &[f64])] = &[(ENQUEUE_SECONDS, ENQUEUE_BUCKETS)];
+pub const HISTOGRAMS: &[(&str, &[f64])] = &[
+    (ENQUEUE_SECONDS, ENQUEUE_BUCKETS),
+    (COMMIT_DELIVERIES, COMMIT_BUCKETS),
+];
 
 cmcp_domain::string_enum! {
     /// What became of one delivery at the edge (the `outcome` label).
@@ -97,6 +113,16 @@ pub fn stored_deliveries(status: &'static str, n: i64) {
     metrics::gauge!(STORED_DELIVERIES, "status" => status).set(n as f64);
 }
 
+/// One transaction of `deliveries` committed by a delivery writer.
+pub fn committed(deliveries: usize) {
+    metrics::histogram!(COMMIT_DELIVERIES).record(deliveries as f64);
+}
+
+/// `n` more checkpoints ran beside the SQLite delivery writer.
+pub fn checkpoints_beside(n: u64) {
+    metrics::counter!(CHECKPOINTS_BESIDE).increment(n);
+}
+
 pub fn overloaded(limit: &'static str) {
     metrics::counter!(OVERLOADED, "limit" => limit).increment(1);
 }
@@ -113,6 +139,7 @@ pub fn build_info() {
         metrics::counter!(OVERLOADED, "limit" => limit).increment(0);
     }
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
+    metrics::counter!(CHECKPOINTS_BESIDE).increment(0);
 }
 
 /// Help texts for the exporter.
@@ -131,6 +158,14 @@ pub fn describe() {
         ENQUEUE_SECONDS,
         metrics::Unit::Seconds,
         "Time to store a delivery and its job before acknowledging"
+    );
+    metrics::describe_histogram!(
+        COMMIT_DELIVERIES,
+        "Deliveries in each transaction committed by a delivery writer"
+    );
+    metrics::describe_counter!(
+        CHECKPOINTS_BESIDE,
+        "SQLite WAL checkpoints run beside the delivery writer"
     );
     metrics::describe_gauge!(
         OLDEST_UNPROCESSED_SECONDS,

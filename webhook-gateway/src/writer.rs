@@ -36,6 +36,8 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::metrics as m;
+
 /// How a writer batches.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Batching {
@@ -143,6 +145,8 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
         overlap_bytes,
         ..
     } = batching;
+    // Checkpoints beside this writer already counted (SQLite).
+    let mut checkpoints = 0;
     loop {
         let (batch, committing) = {
             // One writer gathers at a time; the others commit meanwhile.
@@ -193,6 +197,14 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
         let result = writer.record(&items).await;
         drop(items);
         drop(committing);
+        if result.is_ok() {
+            m::committed(batch.len());
+        }
+        let beside = writer.checkpoints_beside();
+        if beside > checkpoints {
+            m::checkpoints_beside(beside - checkpoints);
+            checkpoints = beside;
+        }
         match result {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use cmcp_domain::Platform;
 use cmcp_registry::testing::{TestDb, cipher, company_connection};
-use cmcp_registry::{DeliveryStatus, Store, StoreOptions};
+use cmcp_registry::{CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryStatus, Store, StoreOptions};
 use cmcp_webhook_gateway::verify::GITHUB_SIGNATURE_HEADER;
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, WebhookSecret, router, sign};
 use tower::ServiceExt;
@@ -69,6 +69,13 @@ pub(crate) fn github(secret: &str, guid: &str) -> Delivery {
         &sample[1..],
     ]
     .concat();
+    signed_github(secret, guid, body)
+}
+
+/// A GitHub delivery whose body carries `pad` as one more field.
+fn github_padded(secret: &str, guid: &str, pad: &str) -> Delivery {
+    let body = github(secret, guid).body;
+    let body = [format!("{{\"pad\":\"{pad}\",").as_bytes(), &body[1..]].concat();
     signed_github(secret, guid, body)
 }
 
@@ -411,16 +418,19 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         post(&app, "/hooks/github/gh", &github(&secret, "m2")).await,
         StatusCode::ACCEPTED
     );
-    let scrape = app
-        .clone()
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(scrape.status(), StatusCode::OK);
-    let bytes = axum::body::to_bytes(scrape.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let scrape = || async {
+        let scrape = app
+            .clone()
+            .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(scrape.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(scrape.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    };
+    let text = scrape().await;
     for needle in [
         r#"cmcp_webhook_deliveries_total{platform="github",outcome="bad_signature"}"#,
         r#"cmcp_webhook_deliveries_total{platform="github",outcome="accepted"}"#,
@@ -429,9 +439,56 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         "cmcp_build_info{version=",
         "cmcp_webhook_oldest_unprocessed_seconds",
         r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
+        "cmcp_webhook_commit_deliveries_count 1\n",
+        "cmcp_webhook_checkpoints_beside_total 0\n",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
+    // Past the bytes after which the SQLite writer checkpoints beside
+    // itself: the next commits count the checkpoint once it has run.
+    let pad = "p".repeat(64 * 1024);
+    let mut sent = 1;
+    while sent * 64 * 1024 <= CHECKPOINT_BESIDE_AFTER_BYTES {
+        let d = github_padded(&secret, &format!("big-{sent}"), &pad);
+        assert_eq!(
+            post(&app, "/hooks/github/gh", &d).await,
+            StatusCode::ACCEPTED
+        );
+        sent += 1;
+    }
+    let value = |text: &str, name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let text = loop {
+        let d = github(&secret, &format!("after-{sent}"));
+        assert_eq!(
+            post(&app, "/hooks/github/gh", &d).await,
+            StatusCode::ACCEPTED
+        );
+        sent += 1;
+        let text = scrape().await;
+        if value(&text, "cmcp_webhook_checkpoints_beside_total") >= 1.0 {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint counted:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // One delivery a request, one commit each: every delivery stored, and
+    // nothing else, went through a commit.
+    assert_eq!(
+        value(&text, "cmcp_webhook_commit_deliveries_count"),
+        sent as f64
+    );
+    assert_eq!(
+        value(&text, "cmcp_webhook_commit_deliveries_sum"),
+        sent as f64
+    );
     assert!(
         !text.contains(&secret),
         "the secret never reaches the metrics"
