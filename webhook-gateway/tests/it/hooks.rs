@@ -439,8 +439,8 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         "cmcp_build_info{version=",
         "cmcp_webhook_oldest_unprocessed_seconds",
         r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
-        "cmcp_webhook_commit_deliveries_count 1\n",
-        "cmcp_webhook_checkpoints_beside_total 0\n",
+        "cmcp_webhook_commit_deliveries_count ",
+        "cmcp_webhook_checkpoints_beside_total ",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
@@ -479,16 +479,11 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
-    // One delivery a request, one commit each: every delivery stored, and
-    // nothing else, went through a commit.
-    assert_eq!(
-        value(&text, "cmcp_webhook_commit_deliveries_count"),
-        sent as f64
-    );
-    assert_eq!(
-        value(&text, "cmcp_webhook_commit_deliveries_sum"),
-        sent as f64
-    );
+    // One delivery a request, one commit each: every delivery stored went
+    // through a commit. (The recorder is the process's, so the other tests
+    // of this binary that run meanwhile count there too.)
+    assert!(value(&text, "cmcp_webhook_commit_deliveries_count") >= sent as f64);
+    assert!(value(&text, "cmcp_webhook_commit_deliveries_sum") >= sent as f64);
     assert!(
         !text.contains(&secret),
         "the secret never reaches the metrics"
