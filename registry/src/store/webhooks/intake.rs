@@ -328,8 +328,8 @@ async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
     Ok(Accepted::Recorded(recorded))
 }
 
-/// A SQLite query with one delivery's `$1`–`$16` bound, for the batch
-/// statement's rows ([`sqlite_batch`]).
+/// A SQLite query with one more delivery's sixteen values bound, in the
+/// order of `$1`–`$16`: one row of the batch statement ([`sqlite_batch`]).
 fn sqlite_bind<'q, O>(
     q: sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments>,
     p: &'q Prepared<'_>,
