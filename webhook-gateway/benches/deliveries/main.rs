@@ -25,7 +25,8 @@
 //!
 //! Every accepted delivery is checked afterwards to have its row and job.
 //! The machine's load average is printed with the figures: on a shared
-//! machine they move with it. Each round also says how busy the machine's
+//! machine they move with it. So is the page cache still to be written back
+//! when a phase starts: right after a build it slows every write. Each round also says how busy the machine's
 //! cores were and how much of their time each delivery (or pgbench
 //! INSERT) took, every process together: a server that leaves cores idle
 //! shows it there, whatever its rate.
@@ -51,7 +52,7 @@ use cmcp_registry::Store;
 use cmcp_registry::testing::{TestDb, cipher, company_connection};
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, listen, router};
 use load::{Bodies, Figures, Pace};
-use machine::{Cpu, load_average, pressure};
+use machine::{Cpu, load_average, pressure, unwritten};
 
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -179,10 +180,11 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         let bodies = Bodies::of_size(size);
         let n = bodies.len();
         println!(
-            "== {backend}, {n}-byte signed bodies, {} clients, {} s a phase (load average {}) ==",
+            "== {backend}, {n}-byte signed bodies, {} clients, {} s a phase (load average {}; page cache to write back {}) ==",
             k.clients,
             k.seconds.as_secs(),
-            load_average()
+            load_average(),
+            unwritten()
         );
         // Warm-up: connections, prepared statements, the cache.
         let warm = warm_up(&url, &secret, &bodies).await;
