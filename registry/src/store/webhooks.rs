@@ -261,6 +261,20 @@ const FIT_QUEUE_TABLES: &str = "DROP TRIGGER IF EXISTS notify_workers ON apalis.
        END LOOP; \
      END $fit$";
 
+/// Bind one job's values to a query in [`job_insert_sql`]'s order (payload,
+/// id, queue, max attempts, due epoch second): every statement that writes
+/// a job row, single or batched, binds through this.
+macro_rules! bind_job {
+    ($q:expr, $job:expr, $id:expr, $run_at:expr) => {{
+        let job: &$crate::store::webhooks::QueuedJob = $job;
+        $q.bind(&job.payload)
+            .bind($id)
+            .bind(&job.queue)
+            .bind(job.max_attempts)
+            .bind($run_at)
+    }};
+}
+
 /// Insert one apalis job row through any executor, due now or at epoch
 /// second `$run_at`; returns its id.
 macro_rules! insert_job {
@@ -271,12 +285,7 @@ macro_rules! insert_job {
         let job: &QueuedJob = $job;
         let run_at: i64 = $run_at;
         let id = new_ulid();
-        sqlx::query(job_insert_sql($backend))
-            .bind(&job.payload)
-            .bind(&id)
-            .bind(&job.queue)
-            .bind(job.max_attempts)
-            .bind(run_at)
+        bind_job!(sqlx::query(job_insert_sql($backend)), job, &id, run_at)
             .execute($ex)
             .await
             .map(|_| id)

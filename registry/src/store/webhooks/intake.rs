@@ -290,12 +290,8 @@ type PgOutcome = (
 async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
     let (ok, replay, inserted, job, existing) = match &p.job {
         Some((job, id)) => {
-            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p)
-                .bind(&job.payload)
-                .bind(id)
-                .bind(&job.queue)
-                .bind(job.max_attempts)
-                .bind(p.now / 1000)
+            let q = bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p);
+            bind_job!(q, job, id, p.now / 1000)
                 .fetch_one(&mut *conn)
                 .await?
         }
@@ -345,14 +341,14 @@ async fn sqlite_one(conn: &mut SqliteConnection, p: &Prepared<'_>) -> Result<Acc
         return sqlite_why(conn, p).await;
     }
     if let Some((job, id)) = &p.job {
-        sqlx::query(job_insert_sql(Backend::Sqlite))
-            .bind(&job.payload)
-            .bind(id)
-            .bind(&job.queue)
-            .bind(job.max_attempts)
-            .bind(p.now / 1000)
-            .execute(&mut *conn)
-            .await?;
+        bind_job!(
+            sqlx::query(job_insert_sql(Backend::Sqlite)),
+            job,
+            id,
+            p.now / 1000
+        )
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(p.stored())
 }

@@ -93,12 +93,7 @@ pub(super) async fn sqlite_many(
         if !jobs.is_empty() {
             let mut q = sqlx::query(jobs_sql(jobs.len()));
             for (p, (job, id)) in jobs.iter().filter_map(|p| Some((p, p.job.as_ref()?))) {
-                q = q
-                    .bind(&job.payload)
-                    .bind(id)
-                    .bind(&job.queue)
-                    .bind(job.max_attempts)
-                    .bind(p.now / 1000);
+                q = bind_job!(q, job, id, p.now / 1000);
             }
             q.execute(&mut *conn).await?;
         }
