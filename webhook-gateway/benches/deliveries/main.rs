@@ -6,6 +6,9 @@
 //!   alternate with pgbench's and the peer's, and paced at half load (p99):
 //!   half of the larger of our rate and the reference's on PostgreSQL,
 //!   half of ours on SQLite; latency counts from when a request was due;
+//! - SQLite also paced at PostgreSQL's half-load rate for the same body
+//!   (when both backends run, PostgreSQL goes first): "the same load" as
+//!   PostgreSQL's, which may be near SQLite's own limit;
 //! - the database's single-row INSERT rate at the same client count and
 //!   body size: `pgbench` with a custom script when it is installed, and
 //!   an equivalent sqlx loop (autocommit, one statement each) always;
@@ -78,6 +81,9 @@ struct Line {
     ours: (f64, f64, f64),
     /// The rate offered, ours' p99 and pgbench's at that rate.
     half: (f64, f64, Option<f64>),
+    /// SQLite paced at PostgreSQL's half-load rate for the same body size
+    /// (the rate offered and SQLite's p99), when both backends ran.
+    at_postgres_half: Option<(f64, f64)>,
     /// pgbench's mean rate, and the median of ours ÷ pgbench round by round.
     pgbench: Option<(f64, f64)>,
     sqlx: f64,
@@ -157,7 +163,14 @@ async fn counted(store: &Store) -> (i64, i64) {
     (rows, jobs)
 }
 
-async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
+/// `postgres_half`: PostgreSQL's half-load rate by body size, from a run
+/// before this one (SQLite is then also paced at that rate).
+async fn bench(
+    backend: &'static str,
+    db: TestDb,
+    k: &Knobs,
+    postgres_half: &[(usize, f64)],
+) -> Vec<Line> {
     let secret = setup(&db.store).await;
     let app = router(EdgeState {
         store: db.store.clone(),
@@ -206,15 +219,17 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         settle(&db.store).await;
         let checkpoints_before = checkpoints(&db.store).await;
         let pressure_before = pressure();
-        let half = load::run(
-            &url,
-            &secret,
-            &bodies,
-            k.clients,
-            Pace::Rate(half_rate),
-            k.seconds,
-        )
-        .await;
+        let paced = |rate| {
+            load::run(
+                &url,
+                &secret,
+                &bodies,
+                k.clients,
+                Pace::Rate(rate),
+                k.seconds,
+            )
+        };
+        let half = paced(half_rate).await;
         row(
             &format!("ours at half load ({half_rate:.0}/s offered)"),
             &half,
@@ -275,6 +290,19 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
             }
             _ => None,
         };
+        // "The same load" as PostgreSQL's: SQLite paced at PostgreSQL's
+        // half-load rate, which may be near SQLite's own limit.
+        let at_postgres_half = match postgres_half.iter().find(|(s, _)| *s == n) {
+            Some(&(_, rate)) if backend == "sqlite" => {
+                settle(&db.store).await;
+                let f = paced(rate).await;
+                row(&format!("ours at PostgreSQL's half load ({rate:.0}/s)"), &f);
+                println!("  {:<46} {}", "  its slowest request", stalls(&f));
+                accepted += f.ok;
+                Some((rate, f.percentile_ms(0.99)))
+            }
+            _ => None,
+        };
         accepted += warm.ok + ours.ok + half.ok;
         let (rows, jobs) = counted(&db.store).await;
         let stored_ok = rows == accepted as i64 && jobs == accepted as i64;
@@ -288,6 +316,7 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
                 ours.percentile_ms(0.99),
             ),
             half: (half_rate, half.percentile_ms(0.99), pg_half),
+            at_postgres_half,
             pgbench,
             sqlx,
             peer: peer.map(|(f, r)| (f.rate(), r)),
@@ -515,6 +544,15 @@ fn table(lines: &[Line]) {
     println!(
         "(latencies in ms; half = paced at half load, latency from when each request was due; pgb p99 = pgbench paced at that rate, counted alike)"
     );
+    for l in lines {
+        if let Some((rate, p99)) = l.at_postgres_half {
+            println!(
+                "{} {:.1}K paced at PostgreSQL's half load ({rate:.0}/s): p99 {p99:.2} ms",
+                l.backend,
+                l.size as f64 / 1024.0
+            );
+        }
+    }
 }
 
 fn main() {
@@ -560,16 +598,19 @@ fn main() {
         knobs.gateway.commit_batch_max,
         knobs.gateway.commit_overlap_bytes,
     );
+    // PostgreSQL first, so that SQLite can also be offered its half load.
     let lines = rt.block_on(async {
         let mut lines = Vec::new();
-        if backends.contains("sqlite") {
-            lines.extend(bench("sqlite", TestDb::sqlite().await, &knobs).await);
-        }
         if backends.contains("postgres") {
             match TestDb::postgres().await {
-                Some(db) => lines.extend(bench("postgres", db, &knobs).await),
+                Some(db) => lines.extend(bench("postgres", db, &knobs, &[]).await),
                 None => println!("postgres: skipped (set CMCP_TEST_POSTGRES_URL)"),
             }
+        }
+        if backends.contains("sqlite") {
+            let postgres_half: Vec<(usize, f64)> =
+                lines.iter().map(|l: &Line| (l.size, l.half.0)).collect();
+            lines.extend(bench("sqlite", TestDb::sqlite().await, &knobs, &postgres_half).await);
         }
         lines
     });
