@@ -28,11 +28,12 @@
 //!
 //! Every accepted delivery is checked afterwards to have its row and job.
 //! The machine's load average is printed with the figures: on a shared
-//! machine they move with it. So is the page cache still to be written back
-//! when a phase starts: right after a build it slows every write. Each round also says how busy the machine's
-//! cores were and how much of their time each delivery (or pgbench
-//! INSERT) took, every process together: a server that leaves cores idle
-//! shows it there, whatever its rate.
+//! machine they move with it. So is the page cache still to be written
+//! back when a phase starts: right after a build it slows every write.
+//! Each round also says how busy the machine's cores were and how much of
+//! their time each delivery (or pgbench INSERT) took, every process
+//! together: a server that leaves cores idle shows it there, whatever its
+//! rate.
 //!
 //! `cargo bench -p cmcp-webhook-gateway --bench deliveries`
 //! Knobs: `BENCH_SECONDS` (8, a phase), `BENCH_CONCURRENCY` (16),
@@ -236,17 +237,15 @@ async fn bench(backend: &'static str, db: TestDb, k: &Knobs) -> Vec<Line> {
         settle(&db.store).await;
         let checkpoints_before = checkpoints(&db.store).await;
         let pressure_before = pressure();
-        let paced = |rate| {
-            load::run(
-                &url,
-                &secret,
-                &bodies,
-                k.clients,
-                Pace::Rate(rate),
-                k.seconds,
-            )
-        };
-        let half = paced(half_rate).await;
+        let half = load::run(
+            &url,
+            &secret,
+            &bodies,
+            k.clients,
+            Pace::Rate(half_rate),
+            k.seconds,
+        )
+        .await;
         row(
             &format!("ours at half load ({half_rate:.0}/s offered)"),
             &half,
@@ -345,7 +344,8 @@ async fn sqlite_at_postgres_half(k: &Knobs, rates: &[(usize, f64)]) -> Vec<(usiz
     for &(size, rate) in rates {
         let bodies = Bodies::of_size(size);
         println!(
-            "== sqlite at PostgreSQL's half load, {size}-byte signed bodies (load average {}; page cache to write back {}) ==",
+            "== sqlite at PostgreSQL's half load, {}-byte signed bodies (load average {}; page cache to write back {}) ==",
+            bodies.len(),
             load_average(),
             unwritten()
         );
@@ -644,9 +644,10 @@ fn main() {
             .filter(|l: &&Line| l.backend == "postgres")
             .map(|l| (l.size, l.half.0))
             .collect();
-        let same = match backends.contains("sqlite") && !postgres_half.is_empty() {
-            true => sqlite_at_postgres_half(&knobs, &postgres_half).await,
-            false => Vec::new(),
+        let same = if backends.contains("sqlite") && !postgres_half.is_empty() {
+            sqlite_at_postgres_half(&knobs, &postgres_half).await
+        } else {
+            Vec::new()
         };
         (lines, same)
     });
