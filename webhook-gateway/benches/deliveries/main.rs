@@ -22,7 +22,8 @@
 //!   build).
 //!
 //! The load generator writes and reads HTTP/1.1 by hand over keep-alive
-//! connections, as `wrk` does (`load.rs`): it shares the two cores with
+//! connections, as `wrk` does (`load.rs`), on threads of its own, apart
+//! from the runtime that serves our gateway: it shares the two cores with
 //! the gateway and the database, so a heavier client would be measured as
 //! the server's cost.
 //!
