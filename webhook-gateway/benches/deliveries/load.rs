@@ -139,16 +139,13 @@ impl Figures {
     }
 }
 
-/// The generator's own threads. Its clients used to run on the runtime
-/// that serves our gateway, so their signing and parsing queued beside
-/// the gateway's requests and its delivery writers (a writer woken by its
-/// commit waited behind clients), which no deployment has and which the
-/// peer, a process of its own, never met: `wrk`, the generator the issue
-/// measured with, is a process of its own too. Apart, over 6 runs
-/// alternating with the shared runtime at 7.6 KB on PostgreSQL, ours ÷
-/// pgbench went from 0.98–1.02 to 0.99–1.07 and the machine's CPU a
-/// delivery from 154–166 to 145–153 µs. One thread a core, as the
-/// server.
+/// The generator's own threads, apart from the runtime that serves our
+/// gateway. No deployment shares its runtime with a load generator, and
+/// the peer (a process of its own, as `wrk`, the issue's generator, is)
+/// never did. Apart, over 6 runs alternating with the shared runtime at
+/// 7.6 KB on PostgreSQL, ours ÷ pgbench went from 0.98–1.02 to 0.99–1.07
+/// and the machine's CPU a delivery from 154–166 to 145–153 µs. One
+/// thread a core, as the server.
 static GENERATOR: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     tokio::runtime::Builder::new_multi_thread()
         .thread_name("load-generator")
