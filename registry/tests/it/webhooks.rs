@@ -23,6 +23,67 @@ both_backends!(
     a_sqlite_delivery_writer_checkpoints_beside_its_commits,
 );
 
+/// A delivery is answered once its commit returns, so on PostgreSQL that
+/// commit waits for its WAL flush: `synchronous_commit` is `on` (the
+/// server's default) for it, whichever way it is written (alone, or by a
+/// gateway's writer on its own session), and no setting of ours lowers it
+/// for the speed it would buy. Seen from inside the transactions: a
+/// trigger records the setting as each row goes in. (SQLite's store runs
+/// at `synchronous = NORMAL`, where a commit survives this process but not
+/// the machine; that is not claimed here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_on_postgres_is_answered_after_its_wal_flush() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = &db.store;
+    let Store::Postgres(pool) = s else {
+        unreachable!()
+    };
+    sqlx::raw_sql(
+        "CREATE TABLE sync_seen (key TEXT, level TEXT); \
+         CREATE FUNCTION sync_seen() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           INSERT INTO sync_seen VALUES (NEW.delivery_key, current_setting('synchronous_commit')); \
+           RETURN NULL; END $$; \
+         CREATE TRIGGER sync_seen AFTER INSERT ON webhook_deliveries \
+           FOR EACH ROW EXECUTE FUNCTION sync_seen()",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    add_connection(s, "gh", Owner::Company).await;
+    s.record_delivery(&delivery("alone", DeliveryStatus::Failed))
+        .await
+        .unwrap();
+    let (a, b) = (
+        delivery("batch-a", DeliveryStatus::Failed),
+        delivery("batch-b", DeliveryStatus::Ignored),
+    );
+    let c = delivery("batch-c", DeliveryStatus::Failed);
+    let mut writer = s.delivery_writer();
+    // The first batch is the writer's single statement; the second
+    // repeats a key, so it takes the writer's transaction instead.
+    for batch in [&[(&a, None), (&b, None)], &[(&c, None), (&c, None)]] {
+        assert_eq!(writer.record(batch).await.unwrap().len(), 2);
+    }
+
+    let seen: Vec<(String, String)> =
+        sqlx::query_as("SELECT key, level FROM sync_seen ORDER BY key")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let seen: Vec<(&str, &str)> = seen.iter().map(|(k, l)| (k.as_str(), l.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("alone", "on"),
+            ("batch-a", "on"),
+            ("batch-b", "on"),
+            ("batch-c", "on")
+        ]
+    );
+}
+
 /// On SQLite, a delivery writer that has stored more than
 /// `CHECKPOINT_BESIDE_AFTER_BYTES` of bodies has a checkpoint run beside
 /// it, which copies them to the database file (far below the 1,000 WAL
