@@ -14,7 +14,7 @@ pub use store::DrivePageToken;
 pub use store::{
     Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryRow, DeliveryStatus,
     DeliveryWriter, IntakeSecret, IntakeState, NewDelivery, Premise, QueuedJob, Recorded,
-    StoredDelivery,
+    StoredDelivery, WalSync,
 };
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt,

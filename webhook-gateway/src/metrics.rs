@@ -24,6 +24,11 @@ pub const COMMIT_DELIVERIES: &str = "cmcp_webhook_commit_deliveries";
 /// ([`cmcp_registry::CHECKPOINT_BESIDE_AFTER_BYTES`]); counted at the
 /// writer's next commit. Always 0 on PostgreSQL.
 pub const CHECKPOINTS_BESIDE: &str = "cmcp_webhook_checkpoints_beside_total";
+/// SQLite: syncs of the WAL after which the delivery writer's committed
+/// batches were answered ([`cmcp_registry::WalSync`]); one covers every
+/// batch committed while the one before it ran, so under load there are
+/// fewer than commits. Always 0 on PostgreSQL.
+pub const WAL_SYNCS: &str = "cmcp_webhook_wal_syncs_total";
 /// Age in seconds of the oldest delivery still waiting for its job (0 when
 /// none is); computed from the store at scrape time.
 pub const OLDEST_UNPROCESSED_SECONDS: &str = "cmcp_webhook_oldest_unprocessed_seconds";
@@ -118,6 +123,11 @@ pub fn committed(deliveries: usize) {
     metrics::histogram!(COMMIT_DELIVERIES).record(deliveries as f64);
 }
 
+/// One sync of the SQLite WAL answered the batches committed before it.
+pub fn wal_synced() {
+    metrics::counter!(WAL_SYNCS).increment(1);
+}
+
 /// `n` more checkpoints ran beside the SQLite delivery writer.
 pub fn checkpoints_beside(n: u64) {
     metrics::counter!(CHECKPOINTS_BESIDE).increment(n);
@@ -140,6 +150,7 @@ pub fn build_info() {
     }
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(CHECKPOINTS_BESIDE).increment(0);
+    metrics::counter!(WAL_SYNCS).increment(0);
 }
 
 /// Help texts for the exporter.
@@ -166,6 +177,10 @@ pub fn describe() {
     metrics::describe_counter!(
         CHECKPOINTS_BESIDE,
         "SQLite WAL checkpoints run beside the delivery writer"
+    );
+    metrics::describe_counter!(
+        WAL_SYNCS,
+        "SQLite WAL syncs after which committed deliveries were answered"
     );
     metrics::describe_gauge!(
         OLDEST_UNPROCESSED_SECONDS,

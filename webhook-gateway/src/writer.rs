@@ -22,9 +22,20 @@
 //! cores), large ones in overlapping commits (each body's own work
 //! dominates and two backends share it out).
 //!
+//! On SQLite a commit returns before its WAL reaches the disk (the store
+//! runs at `synchronous = NORMAL`), so a committed batch is handed to a
+//! sync task and answered only after a sync of the WAL that began once it
+//! had committed ([`cmcp_registry::WalSync`]). The writer commits the next
+//! batch meanwhile, and one sync answers every batch committed during the
+//! one before it.
+//!
 //! A failed transaction fails every delivery of its batch (each answered
-//! 503, nothing written), as a failed transaction of its own would have.
+//! 503, nothing written), as a failed transaction of its own would have. A
+//! failed sync fails the batches it would have answered (503): they are
+//! stored, and the platform's retry is a duplicate, answered 200 once a
+//! sync succeeds.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -59,6 +70,9 @@ pub(crate) enum WriteError {
 
 type Reply = Result<Accepted, WriteError>;
 
+/// A committed batch's answers, waiting for the WAL sync (SQLite).
+type Committed = Vec<(oneshot::Sender<Reply>, Accepted)>;
+
 struct Pending {
     delivery: NewDelivery,
     premise: Option<Premise>,
@@ -84,11 +98,22 @@ impl Writer {
             committing: AtomicUsize::new(0),
             committed: Notify::new(),
         });
+        // Unbounded, yet bounded by the requests waiting: every entry is a
+        // batch of them, and the writers take no more than the queue holds.
+        let synced = store.wal_sync().map(|wal| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(answer_when_synced(rx, move || {
+                let wal = wal.clone();
+                async move { wal.sync().await }
+            }));
+            tx
+        });
         for _ in 0..writers {
             tokio::spawn(run(
                 store.delivery_writer(),
                 shared.clone(),
                 Batching { max, ..batching },
+                synced.clone(),
             ));
         }
         Writer { queue }
@@ -138,7 +163,36 @@ impl Drop for Committing<'_> {
     }
 }
 
-async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching) {
+/// SQLite: answer each committed batch after the next sync of the WAL.
+/// Every batch received here had committed before it was sent, so a sync
+/// begun after receiving it covers it; the batches that arrive while a
+/// sync runs wait for the next one, together.
+async fn answer_when_synced<S, F>(mut committed: mpsc::UnboundedReceiver<Committed>, mut sync: S)
+where
+    S: FnMut() -> F,
+    F: Future<Output = cmcp_registry::Result<()>>,
+{
+    while let Some(first) = committed.recv().await {
+        let mut waiting = vec![first];
+        while let Ok(more) = committed.try_recv() {
+            waiting.push(more);
+        }
+        let synced = sync().await.map_err(|e| WriteError::Store(Arc::new(e)));
+        if synced.is_ok() {
+            m::wal_synced();
+        }
+        for (reply, outcome) in waiting.into_iter().flatten() {
+            let _ = reply.send(synced.clone().map(|()| outcome));
+        }
+    }
+}
+
+async fn run(
+    mut writer: DeliveryWriter,
+    shared: Arc<Shared>,
+    batching: Batching,
+    synced: Option<mpsc::UnboundedSender<Committed>>,
+) {
     let Batching {
         max,
         window,
@@ -207,10 +261,24 @@ async fn run(mut writer: DeliveryWriter, shared: Arc<Shared>, batching: Batching
         }
         match result {
             Ok(outcomes) => {
-                for (p, outcome) in batch.into_iter().zip(outcomes) {
-                    // A request that gave up waiting still had its delivery
-                    // stored; the platform's retry is then a duplicate.
-                    let _ = p.reply.send(Ok(outcome));
+                // A request that gave up waiting still had its delivery
+                // stored; the platform's retry is then a duplicate.
+                let answers: Committed = batch.into_iter().map(|p| p.reply).zip(outcomes).collect();
+                match &synced {
+                    Some(synced) => {
+                        if let Err(unsent) = synced.send(answers) {
+                            // The sync task is gone (its runtime shut down):
+                            // nothing says these are durable.
+                            for (reply, _) in unsent.0 {
+                                let _ = reply.send(Err(WriteError::Stopped));
+                            }
+                        }
+                    }
+                    None => {
+                        for (reply, outcome) in answers {
+                            let _ = reply.send(Ok(outcome));
+                        }
+                    }
                 }
             }
             Err(e) => {
@@ -260,6 +328,89 @@ mod tests {
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// SQLite: a committed batch is answered only after a WAL sync that
+    /// began once it had committed. Batches committed while a sync runs
+    /// wait for the next one and are answered by it together; a failed
+    /// sync fails the batches it would have answered (503).
+    #[tokio::test]
+    async fn committed_batches_are_answered_after_the_next_wal_sync() {
+        let (committed, rx) = mpsc::unbounded_channel::<Committed>();
+        let (started_tx, mut started) = mpsc::unbounded_channel::<usize>();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let syncs = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(answer_when_synced(rx, {
+            let (gate, fail, syncs) = (gate.clone(), fail.clone(), syncs.clone());
+            move || {
+                let n = syncs.fetch_add(1, Ordering::SeqCst) + 1;
+                started_tx.send(n).unwrap();
+                let (gate, fail) = (gate.clone(), fail.clone());
+                async move {
+                    gate.acquire().await.unwrap().forget();
+                    if fail.load(Ordering::SeqCst) {
+                        return Err(RegistryError::Database(sqlx::Error::Io(
+                            std::io::Error::other("the disk is gone"),
+                        )));
+                    }
+                    Ok(())
+                }
+            }
+        }));
+        let batch = |n: usize| {
+            let mut answers = Vec::new();
+            let mut batch = Vec::new();
+            for _ in 0..n {
+                let (reply, answer) = oneshot::channel();
+                batch.push((reply, Accepted::Stale));
+                answers.push(answer);
+            }
+            (batch, answers)
+        };
+        let waiting = |answers: &mut Vec<oneshot::Receiver<Reply>>| {
+            answers
+                .iter_mut()
+                .all(|a| matches!(a.try_recv(), Err(oneshot::error::TryRecvError::Empty)))
+        };
+        let answered = |answers: Vec<oneshot::Receiver<Reply>>| async move {
+            let mut all = Vec::new();
+            for a in answers {
+                all.push(a.await.expect("answered"));
+            }
+            all
+        };
+
+        let (first, mut first_answers) = batch(2);
+        committed.send(first).unwrap();
+        assert_eq!(started.recv().await, Some(1));
+        // Committed while the first sync runs: not covered by it.
+        let (second, mut second_answers) = batch(1);
+        let (third, mut third_answers) = batch(3);
+        committed.send(second).unwrap();
+        committed.send(third).unwrap();
+        tokio::task::yield_now().await;
+        assert!(waiting(&mut first_answers), "nothing before its sync ends");
+        gate.add_permits(1);
+        let first = answered(first_answers).await;
+        assert!(first.iter().all(|a| matches!(a, Ok(Accepted::Stale))));
+        // The next sync takes both later batches.
+        assert_eq!(started.recv().await, Some(2));
+        assert!(waiting(&mut second_answers) && waiting(&mut third_answers));
+        gate.add_permits(1);
+        assert_eq!(answered(second_answers).await.len(), 1);
+        assert_eq!(answered(third_answers).await.len(), 3);
+        assert_eq!(syncs.load(Ordering::SeqCst), 2);
+
+        // A sync that fails answers its batches 503, not accepted.
+        fail.store(true, Ordering::SeqCst);
+        let (fourth, fourth_answers) = batch(2);
+        committed.send(fourth).unwrap();
+        assert_eq!(started.recv().await, Some(3));
+        gate.add_permits(1);
+        for a in answered(fourth_answers).await {
+            assert!(matches!(a, Err(WriteError::Store(_))), "{a:?}");
         }
     }
 
@@ -313,6 +464,7 @@ mod tests {
                 writers: 2,
                 overlap_bytes: 1000,
             },
+            None,
         ));
 
         let mut small = Vec::new();

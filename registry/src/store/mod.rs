@@ -90,7 +90,7 @@ pub use visibility::Viewer;
 pub use webhooks::{
     Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryRow, DeliveryStatus,
     DeliveryWriter, HANDLE_DELIVERY_QUEUE, IntakeSecret, IntakeState, NewDelivery, Premise,
-    QueuedJob, REPLAY_WINDOW_MS, Recorded, new_ulid,
+    QueuedJob, REPLAY_WINDOW_MS, Recorded, WalSync, new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

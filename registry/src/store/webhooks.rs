@@ -564,6 +564,7 @@ mod retries;
 
 pub use intake::{
     Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryWriter, IntakeSecret, IntakeState, Premise,
+    WalSync,
 };
 pub use retries::DeliveryFilter;
 

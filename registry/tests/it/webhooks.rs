@@ -21,7 +21,46 @@ both_backends!(
     a_delivery_writer_records_as_the_store_does_and_reconnects_after_a_failure,
     a_delivery_needs_its_connection_which_is_never_deleted,
     a_sqlite_delivery_writer_checkpoints_beside_its_commits,
+    the_wal_sync_names_the_file_sqlite_writes_its_wal_to,
 );
+
+/// `Store::wal_sync` syncs the file SQLite appends its commits to: after a
+/// delivery's commit it exists beside the database file, holds that commit
+/// (it grew), and syncs. Missing, it is nothing to sync (SQLite removes it
+/// only after a checkpoint that synced the database file). PostgreSQL has
+/// none: its commit returns after its WAL flush.
+async fn the_wal_sync_names_the_file_sqlite_writes_its_wal_to(db: TestDb) {
+    let s = &db.store;
+    let Store::Sqlite(pool) = s else {
+        assert!(s.wal_sync().is_none());
+        return;
+    };
+    add_connection(s, "gh", Owner::Company).await;
+    let wal = s.wal_sync().expect("a SQLite store has a WAL to sync");
+    let db_file = pool.connect_options().get_filename().to_path_buf();
+    assert_eq!(wal.path().parent(), db_file.parent());
+    let size = || std::fs::metadata(wal.path()).map(|m| m.len());
+    let before = size().expect("the WAL file is there");
+    let mut writer = s.delivery_writer();
+    let big = NewDelivery {
+        body: vec![b'x'; 16 * 1024],
+        ..delivery("into-the-wal", DeliveryStatus::Failed)
+    };
+    writer.record(&[(&big, None)]).await.unwrap();
+    assert!(
+        size().unwrap() > before,
+        "the commit went to {:?}",
+        wal.path()
+    );
+    wal.sync().await.unwrap();
+
+    // The last connection to close checkpoints the WAL into the database
+    // file and removes it.
+    let wal_path = wal.path().to_path_buf();
+    pool.close().await;
+    assert!(!wal_path.exists(), "{wal_path:?} is left");
+    wal.sync().await.unwrap();
+}
 
 /// A delivery is answered once its commit returns, so on PostgreSQL that
 /// commit waits for its WAL flush: `synchronous_commit` is `on` (the

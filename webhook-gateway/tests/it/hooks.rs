@@ -441,6 +441,7 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
         "cmcp_webhook_commit_deliveries_count ",
         "cmcp_webhook_checkpoints_beside_total ",
+        "cmcp_webhook_wal_syncs_total ",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
@@ -484,6 +485,10 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
     // of this binary that run meanwhile count there too.)
     assert!(value(&text, "cmcp_webhook_commit_deliveries_count") >= sent as f64);
     assert!(value(&text, "cmcp_webhook_commit_deliveries_sum") >= sent as f64);
+    // Each was answered only after a sync of the SQLite WAL, and as each
+    // request waited for its answer before the next was sent, no sync
+    // could answer two of them.
+    assert!(value(&text, "cmcp_webhook_wal_syncs_total") >= sent as f64);
     assert!(
         !text.contains(&secret),
         "the secret never reaches the metrics"

@@ -444,12 +444,20 @@ impl Store {
                 Ok(out)
             }
             Store::Sqlite(pool) => {
-                let _turn = crate::store::write_turn::sqlite(pool).await?;
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let out = sqlite_statements(&mut tx, &prepared).await?;
-                tx.commit().await?;
+                let out = sqlite_committed(pool, &prepared).await?;
+                WalSync::of(pool).sync().await?;
                 Ok(out)
             }
+        }
+    }
+
+    /// What makes this store's committed deliveries durable after their
+    /// commit returns: SQLite's [`WalSync`]; `None` on PostgreSQL, where a
+    /// commit returns once its WAL is flushed.
+    pub fn wal_sync(&self) -> Option<WalSync> {
+        match self {
+            Store::Sqlite(pool) => Some(WalSync::of(pool)),
+            Store::Postgres(_) => None,
         }
     }
 
@@ -534,6 +542,77 @@ async fn pg_statements(
     in_two_groups!(conn, prepared, together, pg_batch::pg_many, pg_one)
 }
 
+/// Commit `prepared` on SQLite in the file's write turn, which is
+/// released as the commit returns (before the WAL is synced).
+async fn sqlite_committed(
+    pool: &sqlx::SqlitePool,
+    prepared: &[Prepared<'_>],
+) -> Result<Vec<Accepted>> {
+    let _turn = crate::store::write_turn::sqlite(pool).await?;
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let out = sqlite_statements(&mut tx, prepared).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Syncs a SQLite store's WAL file: what makes the commits that returned
+/// before it began durable.
+///
+/// The store opens SQLite with `synchronous = NORMAL`. In WAL mode a commit
+/// then syncs nothing: it survives a crash of this process, not one of the
+/// machine, until a checkpoint syncs the WAL. Most writes can be lost that
+/// way and are made again (the next sync reads the page again), but a
+/// delivery is answered once it is stored, and a platform does not send an
+/// answered delivery again. So deliveries are answered only after the WAL
+/// is synced. Committing with `synchronous = FULL` would do the same inside
+/// the commit, holding the file's write lock for the length of the sync;
+/// syncing after the commit leaves the next writer free meanwhile, and one
+/// sync covers every commit that returned before it began (a gateway's
+/// writer commits its next batch while the last one's sync runs, and
+/// answers both after the next sync).
+///
+/// Syncing the file from outside SQLite is sound: a committed transaction's
+/// frames are in the WAL file from its commit on, until a checkpoint copies
+/// them to the database file, and SQLite syncs the WAL before it copies and
+/// the database file before the WAL starts over (`synchronous = NORMAL`
+/// does that much). So a frame is either in the file synced here or
+/// already synced in the database file. The WAL is opened anew at each
+/// sync: it is deleted when the last connection to the file closes, and a
+/// descriptor kept open would then sync a file nothing reads.
+#[derive(Debug, Clone)]
+pub struct WalSync {
+    wal: std::path::PathBuf,
+}
+
+impl WalSync {
+    fn of(pool: &sqlx::SqlitePool) -> WalSync {
+        let mut wal = pool.connect_options().get_filename().as_os_str().to_owned();
+        wal.push("-wal");
+        WalSync { wal: wal.into() }
+    }
+
+    /// The WAL file this syncs.
+    pub fn path(&self) -> &std::path::Path {
+        &self.wal
+    }
+
+    /// Sync the WAL file to the disk. No WAL file means nothing left in one:
+    /// SQLite removes it only after a checkpoint that copied every frame to
+    /// the database file and synced it.
+    pub async fn sync(&self) -> Result<()> {
+        let wal = self.wal.clone();
+        let synced = tokio::task::spawn_blocking(move || match std::fs::File::open(&wal) {
+            Ok(file) => file.sync_data(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await
+        .map_err(|e| std::io::Error::other(format!("the WAL sync did not finish: {e}")))
+        .and_then(|synced| synced);
+        synced.map_err(|e| RegistryError::Database(sqlx::Error::Io(e)))
+    }
+}
+
 async fn sqlite_statements(
     conn: &mut SqliteConnection,
     prepared: &[Prepared<'_>],
@@ -556,7 +635,11 @@ async fn sqlite_statements(
 /// transaction: one round trip, where a pooled connection needs three
 /// (`BEGIN` with `SET LOCAL`, the statement, `COMMIT`). Batches with
 /// deliveries that must see each other still get a transaction. On SQLite
-/// it is [`Store::record_deliveries`] on the pool.
+/// it is [`Store::record_deliveries`] on the pool, but without its
+/// [`WalSync`]: a batch is committed when [`DeliveryWriter::record`]
+/// returns, durable only once a [`Store::wal_sync`] that began after that
+/// has ended. Its caller answers after that sync, and can commit the next
+/// batch meanwhile.
 ///
 /// The connection is not the pool's any more: it does not count towards
 /// `max_connections` (a gateway holds one per writer beside its pool). As
@@ -570,7 +653,7 @@ async fn sqlite_statements(
 /// commits on its own, so when the rare follow-up read of a duplicate
 /// committed meanwhile by another gateway fails, the batch is already
 /// stored and its requests are answered 503; the platform's retry is then
-/// a duplicate, answered 200. Nothing is answered before it is durable.
+/// a duplicate, answered 200.
 pub struct DeliveryWriter {
     store: Store,
     /// The writer's connection and when its last batch ended.
@@ -645,7 +728,9 @@ impl Drop for Checkpointer {
 }
 
 impl DeliveryWriter {
-    /// Store verified deliveries as [`Store::record_deliveries`] does.
+    /// Store verified deliveries as [`Store::record_deliveries`] does;
+    /// on SQLite they are durable only after a [`Store::wal_sync`] begun
+    /// once this has returned.
     pub async fn record(
         &mut self,
         batch: &[(&NewDelivery, Option<Premise>)],
@@ -653,7 +738,7 @@ impl DeliveryWriter {
         let pool = match &self.store {
             Store::Postgres(pool) => pool,
             Store::Sqlite(pool) => {
-                let written = self.store.record_deliveries(batch).await?;
+                let written = sqlite_committed(pool, &prepare(batch)?).await?;
                 // What went into the WAL: the bodies of the rows stored.
                 let bytes: usize = batch
                     .iter()
