@@ -120,9 +120,13 @@ async fn setup(store: &Store) -> String {
 }
 
 /// Write out what the phases before left in the log (a `CHECKPOINT` on
-/// PostgreSQL, a truncating WAL checkpoint on SQLite), so that the paced
-/// phase's latencies are its own and not the flush of the references'
-/// hundreds of megabytes.
+/// PostgreSQL, a truncating WAL checkpoint on SQLite), and then whatever
+/// else they left in the page cache (`sync`: the references' own files,
+/// and SQLite's, whose commits sync nothing), so that the paced phase's
+/// latencies are its own and not the flush of the references' hundreds of
+/// megabytes. A delivery's answer waits for a sync of its WAL (PostgreSQL's
+/// flush, SQLite's [`cmcp_registry::WalSync`]), and a sync queues behind
+/// the disk's other writes.
 async fn settle(store: &Store) {
     match store {
         Store::Sqlite(pool) => sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -132,6 +136,10 @@ async fn settle(store: &Store) {
         Store::Postgres(pool) => sqlx::query("CHECKPOINT").execute(pool).await.map(drop),
     }
     .expect("checkpoint");
+    tokio::task::spawn_blocking(|| std::process::Command::new("sync").status())
+        .await
+        .expect("sync ran")
+        .expect("sync");
 }
 
 /// Checkpoints PostgreSQL has begun (timed, asked for, or forced by the
