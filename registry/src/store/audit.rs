@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Store, now_ms, on_pool};
+use super::{Store, in_tx, now_ms, on_pool};
 use crate::error::{RegistryError, Result};
 
 #[derive(Debug, Clone)]
@@ -67,7 +67,7 @@ pub(crate) use insert_audit;
 impl Store {
     pub async fn append_audit(&self, entry: &NewAuditEntry) -> Result<()> {
         let now = now_ms();
-        on_pool!(self, pool => insert_audit!(pool, entry, now)?);
+        in_tx!(self, durable, tx => { insert_audit!(&mut *tx, entry, now)? });
         Ok(())
     }
 

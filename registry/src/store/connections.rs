@@ -114,7 +114,7 @@ impl Store {
             "platform": new.spec.platform, "scope": new.spec.scope,
             "base_url": new.spec.base_url, "owner": new.owner.as_db(),
         });
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             let exists: Option<(String,)> = sqlx::query_as("SELECT id FROM connections WHERE id = $1")
                 .bind(&new.id)
                 .fetch_optional(&mut *tx)
@@ -314,7 +314,7 @@ impl Store {
             before: Some(serde_json::json!({ "base_url": before.base_url })),
             after: Some(serde_json::json!({ "base_url": base_url, "token": "replaced" })),
         };
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query(
                 "UPDATE connections SET base_url = $1, token_sealed = $2, updated_at = $3, \
                  settings = COALESCE($5, settings) WHERE id = $4",

@@ -191,7 +191,7 @@ impl Store {
                 "status": ConnectionStatus::Enabled, "marked_missing": marked,
             })),
         };
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query("DELETE FROM held_missing WHERE connection_id = $1")
                 .bind(connection_id).execute(&mut *tx).await?;
             sqlx::query("DELETE FROM connection_holds WHERE connection_id = $1")

@@ -171,7 +171,7 @@ impl Store {
         }
         let now = now_ms();
         let powers = key.powers.to_string();
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query(
                 "INSERT INTO api_keys (id, name, key_hash, role, powers, created_at, created_by, person) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -214,7 +214,7 @@ impl Store {
             return Ok(false);
         }
         let now = now_ms();
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now).bind(id).execute(&mut *tx).await?;
             sqlx::query("DELETE FROM admin_sessions WHERE key_id = $1").bind(id).execute(&mut *tx).await?;
@@ -318,7 +318,7 @@ impl Store {
             });
         }
         let now = now_ms();
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query("UPDATE connections SET status = $1, updated_at = $2 WHERE id = $3")
                 .bind(status.as_str()).bind(now).bind(id).execute(&mut *tx).await?;
             let entry = NewAuditEntry {

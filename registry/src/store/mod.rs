@@ -146,6 +146,18 @@ macro_rules! on_writer {
 /// queue in order and writers of other processes wait on the busy timeout
 /// instead of failing on lock upgrade.
 macro_rules! in_tx {
+    // A transaction whose commit is answered to a person (an ADMIN's
+    // decision and its audit entry): on SQLite the WAL is synced after
+    // the commit, before it returns ([`WalSync`]). PostgreSQL's commit
+    // returns after its WAL flush either way.
+    ($store:expr, durable, $tx:ident => $body:block) => {{
+        let store: &$crate::store::Store = $store;
+        let out = $crate::store::in_tx!(store, $tx => $body);
+        if let $crate::store::Store::Sqlite(pool) = store {
+            $crate::store::WalSync::of(pool).sync().await?;
+        }
+        out
+    }};
     ($store:expr, $tx:ident => $body:block) => {
         match $store {
             $crate::store::Store::Sqlite(pool) => {

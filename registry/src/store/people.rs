@@ -59,7 +59,7 @@ impl Store {
         let owner = Owner::Person(person.to_owned()).as_db();
         let now = now_ms();
         let unlinked = ConnectionStatus::Unlinked.as_str();
-        let figures = in_tx!(self, tx => {
+        let figures = in_tx!(self, durable, tx => {
             let row: Option<(String, String)> =
                 sqlx::query_as("SELECT owner, status FROM connections WHERE id = $1")
                     .bind(connection_id).fetch_optional(&mut *tx).await?;

@@ -177,7 +177,7 @@ impl Store {
         }
         let now = now_ms();
         let mut figures = PlaceFigures::default();
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             let existing: Vec<RawPlace> = sqlx::query_as(
                 "SELECT id, kind, name, place_key, status, retired_at, created_at, updated_at FROM places",
             )

@@ -384,7 +384,7 @@ impl Store {
         let now = now_ms();
         let select = format!("SELECT {COLUMNS} FROM proposals WHERE id = $1");
         let mut decided = Vec::with_capacity(ids.len());
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             for &id in ids {
                 let raw: Option<RawProposal> = sqlx::query_as(sqlx::AssertSqlSafe(select.clone()))
                     .bind(id).fetch_optional(&mut *tx).await?;

@@ -316,7 +316,7 @@ impl Store {
         let link = answer == SuggestionAnswer::Accept && before.kind == SuggestionKind::Link;
         let detail =
             serde_json::json!({ "place_id": before.place_id, "person_link": true }).to_string();
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             let done = sqlx::query(
                 "UPDATE suggestions SET state = $1, decided_by = $2, decided_at = $3, updated_at = $3 \
                  WHERE id = $4 AND person = $5 AND state = 'open'",
@@ -392,7 +392,7 @@ impl Store {
             "{} matches no place; asked to create project {name:?}",
             theirs.display_name
         );
-        let id: i64 = in_tx!(self, tx => {
+        let id: i64 = in_tx!(self, durable, tx => {
             let (id,): (i64,) = sqlx::query_as(
                 "INSERT INTO suggestions (person, space_address, target, kind, create_name, evidence_json, \
                  evidence_text, confidence, evidence_hash, state, created_at, updated_at, decided_by, decided_at) \

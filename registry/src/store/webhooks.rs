@@ -407,7 +407,7 @@ impl Store {
             before: None,
             after: Some(serde_json::json!({ "old_secret_valid_until": until })),
         };
-        in_tx!(self, tx => {
+        in_tx!(self, durable, tx => {
             sqlx::query("UPDATE webhook_secrets SET valid_until = $1 WHERE connection_id = $2 AND (valid_until IS NULL OR valid_until > $1)")
                 .bind(until).bind(connection_id).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO webhook_secrets (connection_id, secret_sealed, created_at, valid_until) VALUES ($1, $2, $3, NULL)")

@@ -584,8 +584,14 @@ pub struct WalSync {
     wal: std::path::PathBuf,
 }
 
+/// Syncs of each WAL file this process made (tests: a sync cannot be
+/// seen from outside).
+#[cfg(any(test, feature = "testing"))]
+static SYNCED: LazyLock<std::sync::Mutex<HashMap<std::path::PathBuf, u64>>> =
+    LazyLock::new(Default::default);
+
 impl WalSync {
-    fn of(pool: &sqlx::SqlitePool) -> WalSync {
+    pub(crate) fn of(pool: &sqlx::SqlitePool) -> WalSync {
         let mut wal = pool.connect_options().get_filename().as_os_str().to_owned();
         wal.push("-wal");
         WalSync { wal: wal.into() }
@@ -609,7 +615,20 @@ impl WalSync {
         .await
         .map_err(|e| std::io::Error::other(format!("the WAL sync did not finish: {e}")))
         .and_then(|synced| synced);
-        synced.map_err(|e| RegistryError::Database(sqlx::Error::Io(e)))
+        synced.map_err(|e| RegistryError::Database(sqlx::Error::Io(e)))?;
+        #[cfg(any(test, feature = "testing"))]
+        {
+            let mut synced = SYNCED.lock().unwrap_or_else(|e| e.into_inner());
+            *synced.entry(self.wal.clone()).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// How many times this process has synced this WAL file.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn count(&self) -> u64 {
+        let synced = SYNCED.lock().unwrap_or_else(|e| e.into_inner());
+        synced.get(&self.wal).copied().unwrap_or(0)
     }
 }
 
