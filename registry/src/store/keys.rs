@@ -289,9 +289,12 @@ impl Store {
         }))
     }
 
+    /// A sign-out. Durable before it returns (on SQLite, the WAL synced):
+    /// a sign-out a crash of the machine undid would leave the session
+    /// open for the rest of its life after the screen said it ended.
     pub async fn delete_session(&self, id_hash: &str) -> Result<()> {
-        on_pool!(self, pool => {
-            sqlx::query("DELETE FROM admin_sessions WHERE id_hash = $1").bind(id_hash).execute(pool).await?;
+        in_tx!(self, durable, tx => {
+            sqlx::query("DELETE FROM admin_sessions WHERE id_hash = $1").bind(id_hash).execute(&mut *tx).await?;
         });
         Ok(())
     }

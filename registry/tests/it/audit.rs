@@ -2,7 +2,7 @@
 
 use cmcp_domain::Owner;
 use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{NewAuditEntry, Store};
+use cmcp_registry::{NewApiKey, NewAuditEntry, Power, Powers, Role, Store};
 
 use crate::support::{add_connection, try_exec};
 
@@ -36,14 +36,15 @@ async fn audit_log_is_append_only(db: TestDb) {
     );
 }
 
-/// On SQLite an audited change (an ADMIN's decision and its entry) returns
-/// only after the WAL is synced, as a delivery's does: the store's
-/// `synchronous = NORMAL` commit alone would survive the process but not
-/// the machine, and the screen has already said "saved". An unaudited
-/// write (a connection's risks, which the next sync sets again) syncs
-/// nothing. Counted per WAL file, as a sync cannot be seen from outside.
+/// On SQLite an audited change (an ADMIN's decision and its entry), and a
+/// sign-out, return only after the WAL is synced, as a delivery's answer
+/// does: the store's `synchronous = NORMAL` commit alone would survive the
+/// process but not the machine, and the screen has already said "saved"
+/// (or "signed out"). An unaudited write (a connection's risks, which the
+/// next sync sets again; a sign-in) syncs nothing. Counted per WAL file,
+/// as a sync cannot be seen from outside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_audited_change_on_sqlite_returns_after_its_wal_sync() {
+async fn an_audited_change_or_a_sign_out_on_sqlite_returns_after_its_wal_sync() {
     let db = TestDb::sqlite().await;
     let s = &db.store;
     assert!(matches!(s, Store::Sqlite(_)));
@@ -69,4 +70,25 @@ async fn an_audited_change_on_sqlite_returns_after_its_wal_sync() {
     s.set_connection_risks("gh", &[]).await.unwrap();
     assert_eq!(wal.count(), before + 3, "an unaudited write");
     assert_eq!(s.list_audit(10).await.unwrap().len(), 3);
+
+    s.create_api_key(
+        &NewApiKey {
+            id: "k1",
+            name: "alice",
+            key_hash: "hash-1",
+            role: Role::Admin,
+            powers: &Powers::new([Power::Mappings]),
+            person: None,
+        },
+        "cli",
+    )
+    .await
+    .unwrap();
+    assert_eq!(wal.count(), before + 4, "create_api_key");
+    s.create_session("sess-1", "k1", "csrf-1", 60_000)
+        .await
+        .unwrap();
+    assert_eq!(wal.count(), before + 4, "a sign-in");
+    s.delete_session("sess-1").await.unwrap();
+    assert_eq!(wal.count(), before + 5, "a sign-out");
 }
