@@ -172,16 +172,13 @@ where
     S: FnMut() -> F,
     F: Future<Output = cmcp_registry::Result<()>>,
 {
-    while let Some(first) = committed.recv().await {
-        let mut waiting = vec![first];
-        while let Ok(more) = committed.try_recv() {
-            waiting.push(more);
-        }
+    let mut waiting = Vec::new();
+    while committed.recv_many(&mut waiting, usize::MAX).await > 0 {
         let synced = sync().await.map_err(|e| WriteError::Store(Arc::new(e)));
         if synced.is_ok() {
             m::wal_synced();
         }
-        for (reply, outcome) in waiting.into_iter().flatten() {
+        for (reply, outcome) in waiting.drain(..).flatten() {
             let _ = reply.send(synced.clone().map(|()| outcome));
         }
     }
