@@ -12,9 +12,9 @@ pub use cipher::{Cipher, KeySource, MissingKey};
 pub use error::{RegistryError, Result};
 pub use store::DrivePageToken;
 pub use store::{
-    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryRow, DeliveryStatus,
-    DeliveryWriter, IntakeSecret, IntakeState, NewDelivery, Premise, QueuedJob, Recorded,
-    StoredDelivery, WalSync,
+    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryJob, DeliveryRow,
+    DeliveryStatus, DeliveryWriter, IntakeSecret, IntakeState, NewDelivery, Premise, QueuedJob,
+    Recorded, StoredDelivery, WalSync,
 };
 pub use store::{
     AliasRow, ApiKeyRow, AuditEntry, Backend, ConnectionRow, Decision, LeaseAttempt,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cmcp_domain::{AliasKind, SpaceStatus};
 use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{DeliveryStatus, Store};
+use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
 use cmcp_tests::{eventually, serve_gateway, start_worker};
 use cmcp_worker::run_sync;
@@ -256,9 +256,106 @@ both_backends!(
     form_encoded_github_delivery_is_applied,
     rename_arrives_by_webhook_without_a_full_sync,
     delivery_waits_for_a_worker_and_is_then_processed,
+    deliveries_stored_together_share_one_job_and_are_each_applied,
     rotated_secret_overlaps_then_the_old_one_is_refused,
     delivery_re_reads_spend_the_shared_budget,
 );
+
+/// A gateway's writer stores the deliveries that arrive during one commit
+/// in one statement, with ONE job naming them all; the worker still
+/// handles each of them (here four renames, each applied by its own
+/// re-read). The simulator sends one delivery at a time, so the batch is
+/// recorded through the store's writer, from the stored copy of a
+/// delivery the simulator sent.
+pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: TestDb) {
+    let h = synced(db).await;
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(h.store()).await;
+    webhook_to(
+        &h,
+        &format!("{base}/hooks/github/{CONNECTION}"),
+        secret.expose(),
+    )
+    .await;
+    h.sim.rename_repo(h.sim.repos()[1].id, "renamed-alone");
+    let sample = eventually("the delivery is stored", || async {
+        h.store()
+            .list_deliveries(CONNECTION)
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+    })
+    .await;
+    h.sim.set_webhook(None);
+    let repos: Vec<u64> = h.sim.repos()[6..10].iter().map(|r| r.id).collect();
+    let mut batch = Vec::new();
+    for (n, id) in repos.iter().enumerate() {
+        h.sim.rename_repo(*id, &format!("renamed-together-{n}"));
+        let mut body: serde_json::Value = serde_json::from_slice(&sample.body).unwrap();
+        body["repository"]["id"] = (*id).into();
+        batch.push(NewDelivery {
+            connection_id: CONNECTION.to_owned(),
+            platform: sample.platform,
+            delivery_key: format!("{}-{n}", sample.delivery_key),
+            event: sample.event.clone(),
+            headers: sample.headers.clone(),
+            body: serde_json::to_vec(&body).unwrap(),
+            verification: sample.verification.clone(),
+            status: DeliveryStatus::Received,
+            error: None,
+            replay_key: None,
+        });
+    }
+    let items: Vec<(&NewDelivery, Option<Premise>)> = batch.iter().map(|d| (d, None)).collect();
+    let stored: Vec<String> = h
+        .store()
+        .delivery_writer()
+        .record(&items)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| match a {
+            Accepted::Recorded(Recorded::Stored {
+                id,
+                job_id: Some(_),
+            }) => id,
+            other => panic!("not stored with a job: {other:?}"),
+        })
+        .collect();
+    let jobs = h.store().delivery_jobs().await.unwrap();
+    assert_eq!(
+        jobs.len(),
+        2,
+        "the first delivery's job and the batch's: {jobs:?}"
+    );
+    assert!(
+        jobs.iter().any(|(_, args)| args.ids() == stored.as_slice()),
+        "one job names the batch, in its order: {jobs:?}"
+    );
+
+    let worker = start_worker(h.store(), &h.ctx);
+    for (n, id) in repos.iter().enumerate() {
+        let want = format!("renamed-together-{n}");
+        eventually("each rename of the batch is applied", || async {
+            (active_name(h.store(), *id).await.as_deref() == Some(want.as_str())).then_some(())
+        })
+        .await;
+    }
+    eventually("every delivery is marked processed", || async {
+        let rows = h.store().list_deliveries(CONNECTION).await.unwrap();
+        (rows.len() == 5 && rows.iter().all(|r| r.status == DeliveryStatus::Processed))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(runs(h.store()).await, 1, "no full sync ran for the events");
+    worker.stop().await;
+    gateway.abort();
+}
 
 /// A delivery's targeted re-read is sent through the fleet's budget of the
 /// credential, like a sync's pages: the stored budget settles from the

@@ -17,7 +17,8 @@
 //!    the connection (a rotation overlaps two), else 401 — before anything
 //!    parses them;
 //! 5. the delivery (with the headers that matter, never an auth header) and
-//!    its `handle-delivery` job are stored in ONE statement, which also
+//!    its `handle-delivery` job (one job for the deliveries a batch stores
+//!    together) are stored in ONE statement, which also
 //!    checks that the connection still takes deliveries and the secret that
 //!    verified it is still valid (else the connection is read again and the
 //!    delivery decided afresh), inside a transaction shared with the

@@ -8,7 +8,7 @@ use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
 use tracing::{info, warn};
 
 use crate::error::{Result, WorkerError};
-use crate::jobs::handle_delivery::{self, HandleDelivery};
+use crate::jobs::handle_delivery::{self, DeliverySlots, HandleDelivery};
 use crate::jobs::scheduled::{self, Scheduled};
 use crate::jobs::sync_connection;
 use crate::queue::{Backend, Queue};
@@ -78,6 +78,7 @@ where
     let (ctx, queue) = (state.ctx.clone(), state.queue.clone());
     let d_cfg = cfg.clone();
     let (d_ctx, d_queue) = (ctx.clone(), queue.clone());
+    let d_slots = DeliverySlots::new(cfg.concurrency);
     let (s_ctx, s_cfg) = (ctx.clone(), cfg.clone());
     let upkeep = state.schedule.as_ref().map(|s| s.upkeep.clone());
     // The scheduler stops with the workers.
@@ -125,6 +126,7 @@ where
                         .concurrency(d_cfg.concurrency)
                         .data(d_ctx.clone())
                         .data(d_queue.clone())
+                        .data(d_slots.clone())
                         .build(handle_delivery::handle)
                 });
             match (upkeep, scheduled_q.backend()) {
@@ -164,6 +166,7 @@ where
                         .concurrency(d_cfg.concurrency)
                         .data(d_ctx.clone())
                         .data(d_queue.clone())
+                        .data(d_slots.clone())
                         .build(handle_delivery::handle)
                 });
             match (upkeep, scheduled_q.backend()) {

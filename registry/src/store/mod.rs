@@ -88,9 +88,9 @@ pub use suggestions::{
 };
 pub use visibility::Viewer;
 pub use webhooks::{
-    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryRow, DeliveryStatus,
-    DeliveryWriter, HANDLE_DELIVERY_QUEUE, IntakeSecret, IntakeState, NewDelivery, Premise,
-    QueuedJob, REPLAY_WINDOW_MS, Recorded, WalSync, new_ulid,
+    Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, DeliveryFilter, DeliveryJob, DeliveryRow,
+    DeliveryStatus, DeliveryWriter, HANDLE_DELIVERY_ATTEMPTS, HANDLE_DELIVERY_QUEUE, IntakeSecret,
+    IntakeState, NewDelivery, Premise, QueuedJob, REPLAY_WINDOW_MS, Recorded, WalSync, new_ulid,
 };
 
 /// The migration history table of the project. apalis keeps its own

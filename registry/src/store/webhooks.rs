@@ -17,10 +17,8 @@
 //! The UNIQUE index on `(connection_id, delivery_key)` makes a redelivery a
 //! duplicate: concurrent copies of one delivery yield one row and one job.
 
-use std::sync::LazyLock;
-
 use cmcp_domain::{Platform, Token};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::audit::{NewAuditEntry, insert_audit};
 use super::{Backend, Store, in_tx, now_ms, on_pool};
@@ -30,6 +28,33 @@ use crate::error::{RegistryError, Result};
 /// The queue the gateway puts delivery jobs on (the worker's
 /// `handle_delivery` job).
 pub const HANDLE_DELIVERY_QUEUE: &str = "handle-delivery";
+
+/// Attempts apalis makes at a `handle-delivery` job before it gives up
+/// (each delivery also counts its own retries: `retry_delivery_at`).
+pub const HANDLE_DELIVERY_ATTEMPTS: i32 = 5;
+
+/// The arguments of a `handle-delivery` job, as the store writes them: one
+/// delivery (`{"delivery_id": …}`: a retry, a replay, a delivery written
+/// apart from its batch), or every delivery a batch statement stored
+/// (`{"delivery_ids": [...]}`), so that a batch costs one job row instead
+/// of one a delivery. Each delivery is still processed, retried and
+/// finished on its own; a job run again skips those already finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DeliveryJob {
+    One { delivery_id: String },
+    Batch { delivery_ids: Vec<String> },
+}
+
+impl DeliveryJob {
+    /// The deliveries the job names, in the order they were stored.
+    pub fn ids(&self) -> &[String] {
+        match self {
+            DeliveryJob::One { delivery_id } => std::slice::from_ref(delivery_id),
+            DeliveryJob::Batch { delivery_ids } => delivery_ids,
+        }
+    }
+}
 
 /// A delivery as the gateway stores it after verification.
 #[derive(Debug, Clone)]
@@ -204,12 +229,22 @@ impl QueuedJob {
 
     /// The `handle-delivery` job of one stored delivery.
     pub fn handle_delivery(delivery_id: &str) -> QueuedJob {
+        QueuedJob::delivery_job(&DeliveryJob::One {
+            delivery_id: delivery_id.to_owned(),
+        })
+    }
+
+    /// The one `handle-delivery` job of deliveries stored together.
+    pub fn handle_deliveries(delivery_ids: Vec<String>) -> QueuedJob {
+        QueuedJob::delivery_job(&DeliveryJob::Batch { delivery_ids })
+    }
+
+    fn delivery_job(args: &DeliveryJob) -> QueuedJob {
         QueuedJob {
             queue: HANDLE_DELIVERY_QUEUE.to_owned(),
-            payload: serde_json::json!({ "delivery_id": delivery_id })
-                .to_string()
-                .into_bytes(),
-            max_attempts: 5,
+            // A struct of strings always encodes.
+            payload: serde_json::to_vec(args).unwrap_or_default(),
+            max_attempts: HANDLE_DELIVERY_ATTEMPTS,
         }
     }
 }
@@ -219,26 +254,16 @@ impl QueuedJob {
 /// `apalis.jobs` with `timestamptz` and hstore metadata, left NULL), the
 /// bound values do not.
 pub(super) fn job_insert_sql(backend: Backend) -> &'static str {
-    static SQLITE_ONE: LazyLock<String> = LazyLock::new(|| sqlite_jobs_sql(1));
     match backend {
-        Backend::Sqlite => SQLITE_ONE.as_str(),
+        Backend::Sqlite => {
+            "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
+             VALUES (?, ?, ?, 'Pending', 0, ?, ?, 0, '{}')"
+        }
         Backend::Postgres => {
             "INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
              VALUES ($1, $2, $3, 'Pending', 0, $4, to_timestamp($5::bigint), 0, NULL)"
         }
     }
-}
-
-/// SQLite's INSERT of `rows` jobs in one statement, each row's values bound
-/// in [`job_insert_sql`]'s order (payload, id, queue, max attempts, due
-/// epoch second) one row after the other.
-pub(super) fn sqlite_jobs_sql(rows: usize) -> String {
-    let row = "(?, ?, ?, 'Pending', 0, ?, ?, 0, '{}')";
-    format!(
-        "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority, metadata) \
-         VALUES {}",
-        vec![row; rows].join(", ")
-    )
 }
 
 /// What [`Store::fit_queue_tables`] runs on PostgreSQL. Every process that
@@ -477,6 +502,36 @@ impl Store {
         Ok(id)
     }
 
+    /// The `handle-delivery` jobs queued, whatever their status: each
+    /// job's id and the deliveries it names (for tests and operators).
+    pub async fn delivery_jobs(&self) -> Result<Vec<(String, DeliveryJob)>> {
+        let rows: Vec<(String, Vec<u8>)> = match self {
+            Store::Sqlite(pool) => {
+                sqlx::query_as(
+                    "SELECT id, CAST(job AS BLOB) FROM Jobs WHERE job_type = $1 ORDER BY id",
+                )
+                .bind(HANDLE_DELIVERY_QUEUE)
+                .fetch_all(pool)
+                .await?
+            }
+            Store::Postgres(pool) => {
+                sqlx::query_as("SELECT id, job FROM apalis.jobs WHERE job_type = $1 ORDER BY id")
+                    .bind(HANDLE_DELIVERY_QUEUE)
+                    .fetch_all(pool)
+                    .await?
+            }
+        };
+        rows.into_iter()
+            .map(|(id, payload)| {
+                let args =
+                    serde_json::from_slice(&payload).map_err(|e| RegistryError::Corrupt {
+                        what: format!("handle-delivery job {id:?}: {e}"),
+                    })?;
+                Ok((id, args))
+            })
+            .collect()
+    }
+
     /// Rows of an apalis queue, whatever their status (for tests and
     /// operators).
     pub async fn queued_job_count(&self, queue: &str) -> Result<i64> {
@@ -590,6 +645,12 @@ mod tests {
         let job = QueuedJob::handle_delivery("01ABC");
         assert_eq!(job.queue, HANDLE_DELIVERY_QUEUE);
         assert_eq!(job.payload, br#"{"delivery_id":"01ABC"}"#);
+        let batch = QueuedJob::handle_deliveries(vec!["01A".into(), "01B".into()]);
+        assert_eq!(batch.payload, br#"{"delivery_ids":["01A","01B"]}"#);
+        for (job, ids) in [(job, vec!["01ABC"]), (batch, vec!["01A", "01B"])] {
+            let args: DeliveryJob = serde_json::from_slice(&job.payload).unwrap();
+            assert_eq!(args.ids(), ids);
+        }
     }
 
     crate::both_backends!(the_oldest_waiting_delivery_is_read_from_the_state_index);

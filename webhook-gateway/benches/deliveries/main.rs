@@ -27,8 +27,8 @@
 //! the gateway and the database, so a heavier client would be measured as
 //! the server's cost.
 //!
-//! Every accepted delivery is checked afterwards to have its row and job;
-//! the run fails (after its table) when one lacks either, or when a phase
+//! Every accepted delivery is checked afterwards to have its row, named by
+//! exactly one job; the run fails (after its table) when one is not, or when a phase
 //! accepted nothing. CI runs a one-second pass of it in the dev profile
 //! (`.ci/run`), so that it keeps building and its checks keep holding.
 //! The machine's load average is printed with the figures: on a shared
@@ -159,23 +159,74 @@ async fn checkpoints(store: &Store) -> Option<i64> {
     .map(|(n,)| n)
 }
 
-/// Whether the store holds a row and a job for every one of the
-/// `accepted` deliveries accepted so far, and the phases just run accepted
-/// any (`phase` of them): a gateway refusing every delivery gives no
-/// figure. Prints the counts.
-async fn all_stored(store: &Store, accepted: usize, phase: usize) -> bool {
-    let sql = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'received'";
-    let (rows,): (i64,) = match store {
-        Store::Sqlite(pool) => sqlx::query_as(sql).fetch_one(pool).await,
-        Store::Postgres(pool) => sqlx::query_as(sql).fetch_one(pool).await,
+/// PostgreSQL's WAL insert position, to tell how much a phase logged: the
+/// server's whole log, so it also counts whatever else the server did
+/// meanwhile (nothing else writes during a closed round here). `None` on
+/// SQLite.
+struct Wal(Option<String>);
+
+impl Wal {
+    async fn now(store: &Store) -> Wal {
+        let Store::Postgres(pool) = store else {
+            return Wal(None);
+        };
+        Wal(
+            sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
+                .fetch_one(pool)
+                .await
+                .ok(),
+        )
     }
-    .expect("count deliveries");
-    let jobs = store
-        .queued_job_count("handle-delivery")
+
+    /// `", WAL n KB each"`: the log written since, per one of `ops`.
+    async fn per_op(&self, store: &Store, ops: usize) -> String {
+        let (Some(start), Store::Postgres(pool), true) = (&self.0, store, ops > 0) else {
+            return String::new();
+        };
+        let bytes: Option<f64> = sqlx::query_scalar(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8",
+        )
+        .bind(start)
+        .fetch_one(pool)
         .await
-        .expect("count jobs");
-    println!("  accepted {accepted} in all: rows {rows}, jobs {jobs}");
-    phase > 0 && rows == accepted as i64 && jobs == accepted as i64
+        .ok();
+        bytes.map_or_else(String::new, |b| {
+            format!(", WAL {:.1} KB each", b / ops as f64 / 1024.0)
+        })
+    }
+}
+
+/// Whether the store holds a row for every one of the `accepted`
+/// deliveries accepted so far, each named by exactly one job (a batch's
+/// deliveries share theirs), and the phases just run accepted any
+/// (`phase` of them): a gateway refusing every delivery gives no figure.
+/// Prints the counts.
+async fn all_stored(store: &Store, accepted: usize, phase: usize) -> bool {
+    let sql = "SELECT id FROM webhook_deliveries WHERE status = 'received'";
+    let rows: Vec<(String,)> = match store {
+        Store::Sqlite(pool) => sqlx::query_as(sql).fetch_all(pool).await,
+        Store::Postgres(pool) => sqlx::query_as(sql).fetch_all(pool).await,
+    }
+    .expect("read deliveries");
+    let jobs = store.delivery_jobs().await.expect("read jobs");
+    let mut named = std::collections::HashMap::new();
+    for (_, args) in &jobs {
+        for id in args.ids() {
+            *named.entry(id.as_str()).or_insert(0) += 1;
+        }
+    }
+    let each_once = rows.len() == named.len()
+        && rows
+            .iter()
+            .all(|(id,)| named.get(id.as_str()).copied() == Some(1));
+    println!(
+        "  accepted {accepted} in all: rows {}, named by jobs {} ({} jobs{})",
+        rows.len(),
+        named.len(),
+        jobs.len(),
+        if each_once { "" } else { "; NOT each row once" }
+    );
+    phase > 0 && rows.len() == accepted && each_once
 }
 
 /// The gateway serving `db` on a port of its own, and the webhook secret
@@ -439,10 +490,15 @@ async fn closed_rounds(
     }
     for round in 1..=k.rounds {
         let cpu = Cpu::now();
+        let wal = Wal::now(&db.store).await;
         let f = load::run(url, secret, bodies, k.clients, Pace::Closed, slice).await;
         let mine = f.rate();
         let used = cpu.and_then(|c| c.used_since(f.ok as f64));
-        let mut said = format!("  round {round}: ours {mine:.0}/s{}", in_brackets(&used));
+        let logged = wal.per_op(&db.store, f.ok).await;
+        let mut said = format!(
+            "  round {round}: ours {mine:.0}/s{}{logged}",
+            in_brackets(&used)
+        );
         if let Some(u) = used {
             ours_cpu.push(u.per_op.as_secs_f64());
         }
@@ -452,14 +508,18 @@ async fn closed_rounds(
             continue;
         }
         let cpu = Cpu::now();
+        let wal = Wal::now(&db.store).await;
         let started = std::time::Instant::now();
         match refs::pgbench(&db.store, &db.url, bodies, k.clients, slice, None).await {
             Ok(refs::Pgbench { tps, latency, .. }) => {
                 let elapsed = started.elapsed();
                 let used = cpu.and_then(|c| c.used_since(tps * elapsed.as_secs_f64()));
+                let logged = wal
+                    .per_op(&db.store, (tps * slice.as_secs_f64()) as usize)
+                    .await;
                 let latency = latency.map_or_else(String::new, |l| format!(" (mean {l:.2} ms)"));
                 said += &format!(
-                    ", pgbench {tps:.0}/s{latency}{}: {:.2}x",
+                    ", pgbench {tps:.0}/s{latency}{}{logged}: {:.2}x",
                     in_brackets(&used),
                     mine / tps
                 );
@@ -470,6 +530,7 @@ async fn closed_rounds(
         }
         if let Some((peer_url, peer_secret)) = &k.peer {
             let cpu = Cpu::now();
+            let wal = Wal::now(&db.store).await;
             let f = load::run(
                 peer_url,
                 peer_secret,
@@ -480,12 +541,13 @@ async fn closed_rounds(
             )
             .await;
             let used = cpu.and_then(|c| c.used_since(f.ok as f64));
+            let logged = wal.per_op(&db.store, f.ok).await;
             if f.ok == 0 {
                 // A peer that is down has no ratio (it would be infinite).
                 said += &format!(", peer accepted none of {}", f.sent);
             } else {
                 said += &format!(
-                    ", peer {:.0}/s{}: {:.2}x",
+                    ", peer {:.0}/s{}{logged}: {:.2}x",
                     f.rate(),
                     in_brackets(&used),
                     mine / f.rate()

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use cmcp_domain::Platform;
 use cmcp_registry::testing::{TestDb, cipher};
-use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
+use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded};
 
 use crate::hooks::ready;
 
@@ -34,7 +34,8 @@ impl Draw {
 struct Model {
     keys: HashMap<String, String>,
     replays: HashMap<String, String>,
-    jobs: usize,
+    /// Each delivery stored `received`, with the job it was given.
+    jobs: HashMap<String, String>,
 }
 
 impl Model {
@@ -61,7 +62,9 @@ impl Model {
             self.replays.insert(r.clone(), id.clone());
         }
         let received = d.status == DeliveryStatus::Received;
-        self.jobs += usize::from(received);
+        if let (true, Some(job)) = (received, job_id) {
+            self.jobs.insert(id.clone(), job.clone());
+        }
         Accepted::Recorded(Recorded::Stored {
             id: id.clone(),
             job_id: if received { job_id.clone() } else { None },
@@ -161,18 +164,24 @@ async fn a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other(db: Test
     );
     let stored = s.list_deliveries("gh").await.unwrap();
     assert_eq!(stored.len(), model.keys.len());
-    let jobs = match s {
-        Store::Sqlite(pool) => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM Jobs")
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM apalis.jobs")
-            .fetch_one(pool)
-            .await
-            .unwrap(),
-    };
-    assert_eq!(
-        jobs as usize, model.jobs,
-        "one job a received delivery stored"
+    // Every delivery stored `received` is named by exactly one job, the
+    // one its outcome gave; the deliveries a batch statement stored share
+    // theirs.
+    let mut named: HashMap<String, String> = HashMap::new();
+    let jobs = s.delivery_jobs().await.unwrap();
+    for (job, args) in &jobs {
+        for id in args.ids() {
+            assert!(
+                named.insert(id.clone(), job.clone()).is_none(),
+                "{id} is named by two jobs"
+            );
+        }
+    }
+    assert_eq!(named, model.jobs, "each received delivery, in its job");
+    assert!(
+        jobs.len() * 2 < model.jobs.len(),
+        "{} jobs for {} deliveries: the batches share theirs",
+        jobs.len(),
+        model.jobs.len()
     );
 }

@@ -86,7 +86,7 @@ pub async fn a_secret_rotated_elsewhere_is_taken_at_once(db: TestDb) {
 
 /// Many deliveries at once, among them copies and replays of each other:
 /// whatever batches the writer forms, every new delivery is 202 with one
-/// row and one job, every copy or replay 200 with neither.
+/// row named by one job, every copy or replay 200 with neither.
 pub async fn deliveries_committed_together_each_get_their_answer(db: TestDb) {
     let secret = ready(&db).await;
     let app = app(&db.store, 1 << 20);

@@ -111,9 +111,19 @@ pub(crate) async fn post(app: &Router, path: &str, d: &Delivery) -> StatusCode {
         .status()
 }
 
+/// The connection's delivery rows, and how many of them the
+/// `handle-delivery` jobs name (a batch's deliveries share one job; no
+/// delivery is named twice, nor one that is not a row).
 pub(crate) async fn deliveries_and_jobs(store: &Store, connection: &str) -> (usize, i64) {
     let rows = store.list_deliveries(connection).await.unwrap();
-    (rows.len(), store.queued_job_count(QUEUE).await.unwrap())
+    let mut named = std::collections::HashSet::new();
+    for (job, args) in store.delivery_jobs().await.unwrap() {
+        for id in args.ids() {
+            assert!(named.insert(id.clone()), "{id} named twice (job {job})");
+            assert!(rows.iter().any(|r| &r.id == id), "job {job} names no row");
+        }
+    }
+    (rows.len(), named.len() as i64)
 }
 
 pub async fn signed_delivery_is_stored_with_its_job(db: TestDb) {

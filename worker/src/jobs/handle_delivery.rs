@@ -18,14 +18,15 @@
 //! a full sync instead; a change notification (Drive's) reads the
 //! connector's change feed through `change_feed::run_incremental`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use apalis::prelude::{BoxDynError, Data};
 use cmcp_connectors::webhook::{HookEvent, Plan};
 use cmcp_domain::{RiskCode, RiskNotice, RunTrigger, SpaceAddress};
 use cmcp_registry::{DeliveryStatus, NewAuditEntry, StoredDelivery};
-use serde::{Deserialize, Serialize};
-use tracing::{info, instrument, warn};
+use tokio::sync::Semaphore;
+use tracing::{Instrument, info, instrument, warn};
 
 use crate::error::{Result, WorkerError};
 use crate::jobs::sync_connection::{SyncConnection, backoff};
@@ -40,21 +41,73 @@ impl Job for HandleDelivery {
     const QUEUE: &'static str = QUEUE;
 }
 
-/// The job's arguments, as the store writes them (`{"delivery_id": …}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HandleDelivery {
-    pub delivery_id: String,
+/// The job's arguments, as the store writes them: `{"delivery_id": …}`
+/// for one delivery, `{"delivery_ids": [...]}` for the deliveries a batch
+/// stored together.
+pub use cmcp_registry::DeliveryJob as HandleDelivery;
+
+/// The deliveries one worker process handles at once, across its jobs: a
+/// batch's job names many, and the worker's `concurrency` bounds the
+/// deliveries in flight (upstream reads, store writes), not the jobs.
+#[derive(Debug, Clone)]
+pub struct DeliverySlots(Arc<Semaphore>);
+
+impl DeliverySlots {
+    pub fn new(concurrency: usize) -> DeliverySlots {
+        DeliverySlots(Arc::new(Semaphore::new(concurrency.max(1))))
+    }
 }
 
-#[instrument(skip_all, fields(job = NAME, delivery_id = %job.delivery_id))]
+/// Handle every delivery the job names, each on its own (processed,
+/// failed or retried later, as one job a delivery was). The job fails only
+/// when a delivery could not be handled at all (the store unreachable, the
+/// row unreadable): apalis then runs it again, and the deliveries it
+/// finished the first time are skipped.
+#[instrument(skip_all, fields(job = NAME, deliveries = job.ids().len()))]
 pub async fn handle(
     job: HandleDelivery,
     ctx: Data<SyncContext>,
     queue: Data<Queue<SyncConnection>>,
+    slots: Data<DeliverySlots>,
+) -> std::result::Result<String, BoxDynError> {
+    let (ctx, queue, slots): (&SyncContext, &Queue<SyncConnection>, &DeliverySlots) =
+        (&ctx, &queue, &slots);
+    let runs = job.ids().iter().map(|id| {
+        let span = tracing::info_span!("delivery", delivery_id = %id);
+        async {
+            // The semaphore is never closed.
+            let _slot = slots.0.acquire().await;
+            handle_one(ctx, queue, id).await
+        }
+        .instrument(span)
+    });
+    let results = futures::future::join_all(runs).await;
+    let mut done = Vec::with_capacity(results.len());
+    let mut failed = None;
+    for (id, result) in job.ids().iter().zip(results) {
+        match result {
+            Ok(d) if job.ids().len() == 1 => done.push(d),
+            Ok(d) => done.push(format!("{id}: {d}")),
+            Err(e) => {
+                warn!(delivery_id = %id, error = %e, "delivery not handled; its job runs again");
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(done.join("; ")),
+    }
+}
+
+async fn handle_one(
+    ctx: &SyncContext,
+    queue: &Queue<SyncConnection>,
+    id: &str,
 ) -> std::result::Result<String, BoxDynError> {
     let started = Instant::now();
-    let row = ctx.store.stored_delivery(&job.delivery_id).await?;
-    let result = process(&ctx, &queue, &row).await;
+    let row = ctx.store.stored_delivery(id).await?;
+    let result = process(ctx, queue, &row).await;
     let outcome = match &result {
         Ok((outcome, _)) => *outcome,
         Err(_) => DeliveryOutcome::JobFailed,
@@ -266,7 +319,7 @@ mod tests {
     fn job_arguments_read_the_stores_payload() {
         let job = cmcp_registry::QueuedJob::handle_delivery("01XYZ");
         let args: HandleDelivery = serde_json::from_slice(&job.payload).unwrap();
-        assert_eq!(args.delivery_id, "01XYZ");
+        assert_eq!(args.ids(), ["01XYZ"]);
         assert_eq!(job.queue, QUEUE);
     }
 }

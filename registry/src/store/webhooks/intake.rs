@@ -238,12 +238,18 @@ impl<'a> Prepared<'a> {
         })
     }
 
-    /// The outcome of this delivery's row (and job, when it has one)
-    /// having been inserted.
+    /// The outcome of this delivery's row (and its own job, when it has
+    /// one) having been inserted.
     fn stored(&self) -> Accepted {
+        self.stored_with(self.job.as_ref().map(|(_, id)| id.as_str()))
+    }
+
+    /// The same when its job is `job_id`, shared with the deliveries
+    /// stored beside it (when it needs one).
+    fn stored_with(&self, job_id: Option<&str>) -> Accepted {
         Accepted::Recorded(Recorded::Stored {
             id: self.id.clone(),
-            job_id: self.job.as_ref().map(|(_, id)| id.clone()),
+            job_id: self.job.as_ref().and(job_id).map(str::to_owned),
         })
     }
 

@@ -1,6 +1,6 @@
 //! SQLite: the deliveries of a batch that [`super::independent`] marks go
-//! in ONE INSERT over a `VALUES` list, and their jobs in one more, instead
-//! of two statements a delivery.
+//! in ONE INSERT over a `VALUES` list, and their one job in one more,
+//! instead of two statements a delivery.
 //!
 //! SQLite has no network round trip, but sqlx runs each connection on a
 //! thread of its own: every statement is a hop from the writer's task to
@@ -23,7 +23,8 @@ use super::{
     Accepted, DELIVERY_COLUMNS, Prepared, premise_check, replay_lookup, sqlite_bind, sqlite_why,
 };
 use crate::error::Result;
-use crate::store::webhooks::sqlite_jobs_sql;
+use crate::store::Backend;
+use crate::store::webhooks::{QueuedJob, job_insert_sql, new_ulid};
 
 /// Deliveries in one statement at most. Each binds 16 values, so 1,024 a
 /// statement, far under SQLite's limit (32,766); and the texts of every
@@ -34,8 +35,6 @@ const ROWS: usize = 64;
 const BOUND: usize = 16;
 
 static DELIVERIES: [OnceLock<String>; ROWS] = [const { OnceLock::new() }; ROWS];
-static JOBS: [OnceLock<String>; ROWS] = [const { OnceLock::new() }; ROWS];
-
 /// The INSERT of `rows` deliveries. A row of `VALUES` has a delivery's 16
 /// bound values as `column1`–`column16`: the 13 stored columns, then the
 /// secret's id, whether its premise is checked, and the start of its
@@ -63,10 +62,6 @@ fn deliveries_sql(rows: usize) -> &'static str {
     })
 }
 
-fn jobs_sql(rows: usize) -> &'static str {
-    JOBS[rows - 1].get_or_init(|| sqlite_jobs_sql(rows))
-}
-
 /// Write `batch` (deliveries that share no key and no replay key) in as
 /// few statements as it takes; outcomes in its order.
 pub(super) async fn sqlite_many(
@@ -85,21 +80,28 @@ pub(super) async fn sqlite_many(
             .into_iter()
             .map(|(id,)| id)
             .collect();
-        let jobs: Vec<&Prepared<'_>> = chunk
+        // The deliveries stored `received` share one job, as on
+        // PostgreSQL ([`super::pg_batch`]).
+        let received: Vec<String> = chunk
             .iter()
             .filter(|p| p.job.is_some() && inserted.contains(&p.id))
-            .copied()
+            .map(|p| p.id.clone())
             .collect();
-        if !jobs.is_empty() {
-            let mut q = sqlx::query(jobs_sql(jobs.len()));
-            for (p, (job, id)) in jobs.iter().filter_map(|p| Some((p, p.job.as_ref()?))) {
-                q = bind_job!(q, job, id, p.now / 1000);
-            }
-            q.execute(&mut *conn).await?;
+        let job_id = (!received.is_empty()).then(new_ulid);
+        if let (Some(id), Some(first)) = (&job_id, chunk.first()) {
+            let job = QueuedJob::handle_deliveries(received);
+            bind_job!(
+                sqlx::query(job_insert_sql(Backend::Sqlite)),
+                &job,
+                id,
+                first.now / 1000
+            )
+            .execute(&mut *conn)
+            .await?;
         }
         for p in chunk {
             out.push(if inserted.contains(&p.id) {
-                p.stored()
+                p.stored_with(job_id.as_deref())
             } else {
                 sqlite_why(conn, p).await?
             });
@@ -119,7 +121,6 @@ mod tests {
         for rows in [1, 2, ROWS] {
             let sql = deliveries_sql(rows);
             assert_eq!(sql.matches('?').count(), rows * BOUND, "{rows} rows");
-            assert_eq!(jobs_sql(rows).matches('?').count(), rows * 5);
         }
     }
 }
