@@ -27,7 +27,9 @@ pub const BUDGET_REMAINING: &str = "cmcp_rate_budget_remaining";
 /// Times a request found its credential's budget spent (it waited for the
 /// reset, or its job was rescheduled for it), by `credential`.
 pub const BUDGET_WAITS: &str = "cmcp_rate_budget_waits_total";
-/// Jobs in the apalis tables by `queue` and `state`.
+/// Jobs in the apalis tables by `queue` and `state`. A `handle-delivery`
+/// job names every delivery one batch stored, so the deliveries waiting
+/// are the gateway's `cmcp_webhook_stored_deliveries{status="received"}`.
 pub const QUEUE_JOBS: &str = "cmcp_queue_jobs";
 /// Per `queue`, how long the earliest due job has waited for a worker.
 pub const QUEUE_OLDEST_SECONDS: &str = "cmcp_queue_oldest_job_age_seconds";
