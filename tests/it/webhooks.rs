@@ -8,7 +8,7 @@ use std::time::Duration;
 use cmcp_domain::{AliasKind, SpaceStatus};
 use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
 use cmcp_registry::testing::TestDb;
-use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
+use cmcp_registry::{Accepted, DeliveryRow, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
 use cmcp_tests::{eventually, serve_gateway, start_worker};
 use cmcp_worker::run_sync;
@@ -43,6 +43,33 @@ async fn webhook_to(h: &Harness, url: &str, secret: &str) {
     }));
 }
 
+/// A gateway for the connection, with the org's webhook pointed at it;
+/// its task.
+async fn hooked(h: &Harness) -> tokio::task::JoinHandle<()> {
+    let secret = h
+        .store()
+        .current_webhook_secret(&cipher(), CONNECTION)
+        .await
+        .unwrap();
+    let (base, gateway) = serve_gateway(h.store()).await;
+    let url = format!("{base}/hooks/github/{CONNECTION}");
+    webhook_to(h, &url, secret.expose()).await;
+    gateway
+}
+
+/// The first delivery the connection stored, once there is one.
+async fn first_delivery(h: &Harness) -> DeliveryRow {
+    eventually("the delivery is stored", || async {
+        h.store()
+            .list_deliveries(CONNECTION)
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+    })
+    .await
+}
+
 async fn active_name(store: &Store, id: u64) -> Option<String> {
     store
         .alias_history(&repo_address(id))
@@ -59,15 +86,8 @@ async fn runs(store: &Store) -> usize {
 
 pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
     let h = synced(db).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    let url = format!("{base}/hooks/github/{CONNECTION}");
     let worker = start_worker(h.store(), &h.ctx);
-    webhook_to(&h, &url, secret.expose()).await;
+    let gateway = hooked(&h).await;
     let id = h.sim.repos()[3].id;
     assert_eq!(runs(h.store()).await, 1);
 
@@ -108,27 +128,12 @@ pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
 
 pub async fn delivery_waits_for_a_worker_and_is_then_processed(db: TestDb) {
     let h = synced(db).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    let url = format!("{base}/hooks/github/{CONNECTION}");
-    webhook_to(&h, &url, secret.expose()).await;
+    let gateway = hooked(&h).await;
     let id = h.sim.repos()[2].id;
     let before = active_name(h.store(), id).await;
 
     h.sim.rename_repo(id, "renamed-while-no-worker");
-    let row = eventually("the delivery is stored", || async {
-        h.store()
-            .list_deliveries(CONNECTION)
-            .await
-            .unwrap()
-            .into_iter()
-            .next()
-    })
-    .await;
+    let row = first_delivery(&h).await;
     assert_eq!(row.status, DeliveryStatus::Received);
     assert_eq!(active_name(h.store(), id).await, before, "no worker yet");
     assert!(
@@ -269,28 +274,9 @@ both_backends!(
 /// delivery the simulator sent.
 pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: TestDb) {
     let h = synced(db).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    webhook_to(
-        &h,
-        &format!("{base}/hooks/github/{CONNECTION}"),
-        secret.expose(),
-    )
-    .await;
+    let gateway = hooked(&h).await;
     h.sim.rename_repo(h.sim.repos()[1].id, "renamed-alone");
-    let sample = eventually("the delivery is stored", || async {
-        h.store()
-            .list_deliveries(CONNECTION)
-            .await
-            .unwrap()
-            .into_iter()
-            .next()
-    })
-    .await;
+    let sample = first_delivery(&h).await;
     h.sim.set_webhook(None);
     let repos: Vec<u64> = h.sim.repos()[6..10].iter().map(|r| r.id).collect();
     let mut batch = Vec::new();
