@@ -296,10 +296,15 @@ impl Store {
                             ProposalTarget::Place(id) => (Some(id.as_str()), None),
                             ProposalTarget::Create(name) => (None, Some(name.as_str())),
                         };
-                        sqlx::query(
+                        // Another round (a second worker's sync) may have
+                        // stored the same evidence since this one read:
+                        // the unique key then waits for it, and its row
+                        // stands instead of failing this whole round.
+                        let stored = sqlx::query(
                             "INSERT INTO proposals (container, platform, space_name, target, place_id, create_name, \
                              evidence_json, evidence_text, confidence, conflict, state, evidence_hash, created_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'proposed', $11, $12)",
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'proposed', $11, $12) \
+                             ON CONFLICT (container, target, evidence_hash) DO NOTHING",
                         )
                         .bind(c.container.to_string())
                         .bind(c.container.platform().as_str())
@@ -313,8 +318,13 @@ impl Store {
                         .bind(c.conflict)
                         .bind(&c.evidence_hash)
                         .bind(now)
-                        .execute(&mut *tx).await?;
-                        figures.proposed += 1;
+                        .execute(&mut *tx).await?
+                        .rows_affected();
+                        if stored == 1 {
+                            figures.proposed += 1;
+                        } else {
+                            figures.unchanged += 1;
+                        }
                     }
                 }
             }

@@ -194,3 +194,75 @@ async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
     );
     assert!(s.list_mappings().await.unwrap().is_empty());
 }
+
+/// Two workers' syncs refresh proposals at once: the second round read
+/// before the first committed the same evidence, so its INSERT meets the
+/// first's row on the unique key. The round must go on (the row stands,
+/// counted unchanged), not fail whole: the fleet bench logged
+/// "could not refresh mapping proposals: proposals_once_per_evidence
+/// already exists" from one of its two workers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_that_meets_a_concurrent_rounds_proposal_keeps_it() {
+    use cmcp_registry::testing::postgres_admin_url;
+
+    let Some(admin_url) = postgres_admin_url() else {
+        eprintln!("note: skipped: no PostgreSQL configured");
+        return;
+    };
+    let db = TestDb::postgres_on(&admin_url, None).await;
+    let Store::Postgres(pool) = &db.store else {
+        unreachable!("a PostgreSQL URL")
+    };
+    with_places(&db.store).await;
+    // The other round: its row written, not yet committed.
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO proposals (container, platform, space_name, target, place_id, create_name, \
+         evidence_json, evidence_text, confidence, conflict, state, evidence_hash, created_at) \
+         VALUES ($1, 'bitbucket', 'Project 1', 'place:pay', 'pay', NULL, '{}', '', 90, false, \
+         'proposed', 'h1', 0)",
+    )
+    .bind(project(1).to_string())
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let store = db.store.clone();
+    let round = tokio::spawn(async move {
+        store
+            .sync_proposals_of(
+                &[project(1).to_string(), project(2).to_string()],
+                &[candidate(1, "pay", "h1"), candidate(2, "search", "h2")],
+            )
+            .await
+    });
+    // Until this round's INSERT of the same evidence waits on the key.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (waiting,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the round never waited on the other's row"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    other.commit().await.unwrap();
+    let figures = round.await.unwrap().unwrap();
+    assert_eq!(
+        figures,
+        ProposalFigures {
+            proposed: 1,
+            unchanged: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(in_state(&db.store, ProposalState::Proposed).await.len(), 2);
+}
