@@ -505,22 +505,13 @@ impl Store {
     /// The `handle-delivery` jobs queued, whatever their status: each
     /// job's id and the deliveries it names (for tests and operators).
     pub async fn delivery_jobs(&self) -> Result<Vec<(String, DeliveryJob)>> {
-        let rows: Vec<(String, Vec<u8>)> = match self {
-            Store::Sqlite(pool) => {
-                sqlx::query_as(
-                    "SELECT id, CAST(job AS BLOB) FROM Jobs WHERE job_type = $1 ORDER BY id",
-                )
-                .bind(HANDLE_DELIVERY_QUEUE)
-                .fetch_all(pool)
-                .await?
-            }
-            Store::Postgres(pool) => {
-                sqlx::query_as("SELECT id, job FROM apalis.jobs WHERE job_type = $1 ORDER BY id")
-                    .bind(HANDLE_DELIVERY_QUEUE)
-                    .fetch_all(pool)
-                    .await?
-            }
+        let sql = match self.backend() {
+            Backend::Sqlite => "SELECT id, job FROM Jobs WHERE job_type = $1 ORDER BY id",
+            Backend::Postgres => "SELECT id, job FROM apalis.jobs WHERE job_type = $1 ORDER BY id",
         };
+        let rows: Vec<(String, Vec<u8>)> = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(HANDLE_DELIVERY_QUEUE).fetch_all(pool).await?
+        });
         rows.into_iter()
             .map(|(id, payload)| {
                 let args =

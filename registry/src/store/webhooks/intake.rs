@@ -213,14 +213,11 @@ struct Prepared<'a> {
     body: &'a [u8],
     now: i64,
     processed_at: Option<i64>,
-    job: Option<(QueuedJob, String)>,
 }
 
 impl<'a> Prepared<'a> {
     fn new(new: &'a NewDelivery, premise: Option<Premise>) -> Result<Prepared<'a>> {
         let id = new_ulid();
-        let job = (new.status == DeliveryStatus::Received)
-            .then(|| (QueuedJob::handle_delivery(&id), new_ulid()));
         let headers = serde_json::to_string(&new.headers).map_err(|e| RegistryError::Invalid {
             what: format!("headers: {e}"),
         })?;
@@ -234,22 +231,23 @@ impl<'a> Prepared<'a> {
             body,
             now,
             processed_at: (new.status != DeliveryStatus::Received).then_some(now),
-            job,
         })
     }
 
-    /// The outcome of this delivery's row (and its own job, when it has
-    /// one) having been inserted.
-    fn stored(&self) -> Accepted {
-        self.stored_with(self.job.as_ref().map(|(_, id)| id.as_str()))
+    /// Whether the delivery waits for a worker, and so is named by a
+    /// `handle-delivery` job: its own when it is written alone, its
+    /// batch's when it goes in with others. The batch statements ask the
+    /// same of the stored status (`status = 'received'`).
+    fn needs_job(&self) -> bool {
+        self.new.status == DeliveryStatus::Received
     }
 
-    /// The same when its job is `job_id`, shared with the deliveries
-    /// stored beside it (when it needs one).
-    fn stored_with(&self, job_id: Option<&str>) -> Accepted {
+    /// The outcome of this delivery's row having been inserted, named by
+    /// job `job_id` when it needs one.
+    fn stored(&self, job_id: Option<&str>) -> Accepted {
         Accepted::Recorded(Recorded::Stored {
             id: self.id.clone(),
-            job_id: self.job.as_ref().and(job_id).map(str::to_owned),
+            job_id: job_id.filter(|_| self.needs_job()).map(str::to_owned),
         })
     }
 
@@ -294,18 +292,16 @@ type PgOutcome = (
 );
 
 async fn pg_one(conn: &mut PgConnection, p: &Prepared<'_>) -> Result<Accepted> {
-    let (ok, replay, inserted, job, existing) = match &p.job {
-        Some((job, id)) => {
-            let q = bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p);
-            bind_job!(q, job, id, p.now / 1000)
-                .fetch_one(&mut *conn)
-                .await?
-        }
-        None => {
-            bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_NO_JOB.as_str()), p)
-                .fetch_one(&mut *conn)
-                .await?
-        }
+    let (ok, replay, inserted, job, existing) = if p.needs_job() {
+        let job = QueuedJob::handle_delivery(&p.id);
+        let q = bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_WITH_JOB.as_str()), p);
+        bind_job!(q, &job, new_ulid(), p.now / 1000)
+            .fetch_one(&mut *conn)
+            .await?
+    } else {
+        bind_delivery!(sqlx::query_as::<_, PgOutcome>(PG_SQL_NO_JOB.as_str()), p)
+            .fetch_one(&mut *conn)
+            .await?
     };
     if ok != Some(true) {
         return Ok(Accepted::Stale);
@@ -346,17 +342,18 @@ async fn sqlite_one(conn: &mut SqliteConnection, p: &Prepared<'_>) -> Result<Acc
     if inserted.is_none() {
         return sqlite_why(conn, p).await;
     }
-    if let Some((job, id)) = &p.job {
+    let job_id = p.needs_job().then(new_ulid);
+    if let Some(id) = &job_id {
         bind_job!(
             sqlx::query(job_insert_sql(Backend::Sqlite)),
-            job,
+            &QueuedJob::handle_delivery(&p.id),
             id,
             p.now / 1000
         )
         .execute(&mut *conn)
         .await?;
     }
-    Ok(p.stored())
+    Ok(p.stored(job_id.as_deref()))
 }
 
 /// Why a delivery's INSERT stored nothing. One writer at a time on SQLite:

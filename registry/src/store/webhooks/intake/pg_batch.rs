@@ -89,7 +89,7 @@ pub(super) async fn pg_many<'a>(
     conn: &mut PgConnection,
     batch: &[&'a Prepared<'a>],
 ) -> Result<Vec<Accepted>> {
-    let with_job = batch.iter().any(|p| p.job.is_some());
+    let with_job = batch.iter().any(|p| p.needs_job());
     // The batch's one job (when any of it is stored `received`).
     let job_id = new_ulid();
     let sql: &'static str = if with_job {
@@ -157,7 +157,7 @@ pub(super) async fn pg_many<'a>(
             (Some(id), _, _) => Recorded::Replay { id },
             (None, Some(id), _) => Recorded::Stored {
                 id,
-                job_id: p.job.is_some().then(|| job_id.clone()),
+                job_id: p.needs_job().then(|| job_id.clone()),
             },
             (None, None, Some(id)) => Recorded::Duplicate { id },
             // A copy committed by another transaction after this

@@ -84,7 +84,7 @@ pub(super) async fn sqlite_many(
         // PostgreSQL ([`super::pg_batch`]).
         let received: Vec<String> = chunk
             .iter()
-            .filter(|p| p.job.is_some() && inserted.contains(&p.id))
+            .filter(|p| p.needs_job() && inserted.contains(&p.id))
             .map(|p| p.id.clone())
             .collect();
         let job_id = (!received.is_empty()).then(new_ulid);
@@ -101,7 +101,7 @@ pub(super) async fn sqlite_many(
         }
         for p in chunk {
             out.push(if inserted.contains(&p.id) {
-                p.stored_with(job_id.as_deref())
+                p.stored(job_id.as_deref())
             } else {
                 sqlite_why(conn, p).await?
             });
