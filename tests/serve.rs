@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cmcp_fixtures::WebhookTarget;
 use cmcp_registry::Store;
 use cmcp_registry::testing::cipher;
 use cmcp_webhook_gateway::{EdgeState, GatewayConfig, Hooks, router};
@@ -25,6 +26,26 @@ pub async fn serve_gateway(store: &Store) -> (String, JoinHandle<()>) {
         axum::serve(listener, app).await.unwrap();
     });
     (format!("http://{addr}"), task)
+}
+
+impl crate::Harness {
+    /// A gateway for the connection, with the simulated org's webhook
+    /// (`hook_id`, the connection's current secret) pointed at it; the
+    /// gateway's task.
+    pub async fn hook_gateway(&self, hook_id: u64) -> JoinHandle<()> {
+        let secret = self
+            .store()
+            .current_webhook_secret(&cipher(), crate::CONNECTION)
+            .await
+            .unwrap();
+        let (base, gateway) = serve_gateway(self.store()).await;
+        self.sim.set_webhook(Some(WebhookTarget {
+            url: format!("{base}/hooks/github/{}", crate::CONNECTION),
+            secret: secret.expose().to_owned(),
+            hook_id,
+        }));
+        gateway
+    }
 }
 
 /// A worker running in this process until `stop`.

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use cmcp_domain::{AliasKind, SpaceStatus};
 use cmcp_fixtures::{GithubSimConfig, WebhookTarget};
+use cmcp_registry::store::new_ulid;
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{Accepted, DeliveryRow, DeliveryStatus, NewDelivery, Premise, Recorded, Store};
 use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
 use cmcp_tests::{eventually, serve_gateway, start_worker};
-use cmcp_worker::run_sync;
+use cmcp_worker::jobs::handle_delivery::{DeliverySlots, handle_all};
+use cmcp_worker::{HandleDelivery, Queue, QueueConfig, SyncConnection, run_sync};
 
 /// A synced org of 12 repos with the queue tables in place.
 async fn synced(db: TestDb) -> Harness {
@@ -41,20 +43,6 @@ async fn webhook_to(h: &Harness, url: &str, secret: &str) {
         secret: secret.to_owned(),
         hook_id: 77,
     }));
-}
-
-/// A gateway for the connection, with the org's webhook pointed at it;
-/// its task.
-async fn hooked(h: &Harness) -> tokio::task::JoinHandle<()> {
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    let url = format!("{base}/hooks/github/{CONNECTION}");
-    webhook_to(h, &url, secret.expose()).await;
-    gateway
 }
 
 /// The first delivery the connection stored, once there is one.
@@ -87,7 +75,7 @@ async fn runs(store: &Store) -> usize {
 pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
     let h = synced(db).await;
     let worker = start_worker(h.store(), &h.ctx);
-    let gateway = hooked(&h).await;
+    let gateway = h.hook_gateway(77).await;
     let id = h.sim.repos()[3].id;
     assert_eq!(runs(h.store()).await, 1);
 
@@ -128,7 +116,7 @@ pub async fn rename_arrives_by_webhook_without_a_full_sync(db: TestDb) {
 
 pub async fn delivery_waits_for_a_worker_and_is_then_processed(db: TestDb) {
     let h = synced(db).await;
-    let gateway = hooked(&h).await;
+    let gateway = h.hook_gateway(77).await;
     let id = h.sim.repos()[2].id;
     let before = active_name(h.store(), id).await;
 
@@ -228,19 +216,8 @@ pub async fn rotated_secret_overlaps_then_the_old_one_is_refused(db: TestDb) {
 /// and applied like a JSON one, never acknowledged and dropped.
 pub async fn form_encoded_github_delivery_is_applied(db: TestDb) {
     let h = synced(db).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
+    let gateway = h.hook_gateway(77).await;
     let worker = start_worker(h.store(), &h.ctx);
-    webhook_to(
-        &h,
-        &format!("{base}/hooks/github/{CONNECTION}"),
-        secret.expose(),
-    )
-    .await;
     h.sim.set_webhook_form_encoded(true);
     let id = h.sim.repos()[2].id;
     h.sim.rename_repo(id, "renamed-by-form");
@@ -262,23 +239,28 @@ both_backends!(
     rename_arrives_by_webhook_without_a_full_sync,
     delivery_waits_for_a_worker_and_is_then_processed,
     deliveries_stored_together_share_one_job_and_are_each_applied,
+    a_batch_job_handles_the_others_when_one_delivery_cannot_be_read,
     rotated_secret_overlaps_then_the_old_one_is_refused,
     delivery_re_reads_spend_the_shared_budget,
 );
 
-/// A gateway's writer stores the deliveries that arrive during one commit
-/// in one statement, with ONE job naming them all; the worker still
-/// handles each of them (here four renames, each applied by its own
-/// re-read). The simulator sends one delivery at a time, so the batch is
-/// recorded through the store's writer, from the stored copy of a
-/// delivery the simulator sent.
-pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: TestDb) {
-    let h = synced(db).await;
-    let gateway = hooked(&h).await;
+/// One delivery the simulator sent through a gateway (a rename of the
+/// second repo); the webhook is off afterwards.
+async fn one_sent_delivery(h: &Harness) -> DeliveryRow {
+    let gateway = h.hook_gateway(77).await;
     h.sim.rename_repo(h.sim.repos()[1].id, "renamed-alone");
-    let sample = first_delivery(&h).await;
+    let sample = first_delivery(h).await;
     h.sim.set_webhook(None);
-    let repos: Vec<u64> = h.sim.repos()[6..10].iter().map(|r| r.id).collect();
+    gateway.abort();
+    sample
+}
+
+/// Rename each of `repos` upstream (`renamed-together-<n>`) and record a
+/// delivery of each, copied from `sample`, in ONE batch through the
+/// store's writer, as a gateway's writer stores the deliveries that arrive
+/// during one commit (the simulator sends one delivery at a time). The ids
+/// stored, each of them with a job.
+async fn record_renames_together(h: &Harness, sample: &DeliveryRow, repos: &[u64]) -> Vec<String> {
     let mut batch = Vec::new();
     for (n, id) in repos.iter().enumerate() {
         h.sim.rename_repo(*id, &format!("renamed-together-{n}"));
@@ -298,8 +280,7 @@ pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: T
         });
     }
     let items: Vec<(&NewDelivery, Option<Premise>)> = batch.iter().map(|d| (d, None)).collect();
-    let stored: Vec<String> = h
-        .store()
+    h.store()
         .delivery_writer()
         .record(&items)
         .await
@@ -312,7 +293,28 @@ pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: T
             }) => id,
             other => panic!("not stored with a job: {other:?}"),
         })
-        .collect();
+        .collect()
+}
+
+/// Whether each of `repos` carries its `renamed-together-<n>` name.
+async fn renamed_together(store: &Store, repos: &[u64]) -> bool {
+    for (n, id) in repos.iter().enumerate() {
+        if active_name(store, *id).await != Some(format!("renamed-together-{n}")) {
+            return false;
+        }
+    }
+    true
+}
+
+/// A gateway's writer stores the deliveries that arrive during one commit
+/// in one statement, with ONE job naming them all; the worker still
+/// handles each of them (here four renames, each applied by its own
+/// re-read).
+pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: TestDb) {
+    let h = synced(db).await;
+    let sample = one_sent_delivery(&h).await;
+    let repos: Vec<u64> = h.sim.repos()[6..10].iter().map(|r| r.id).collect();
+    let stored = record_renames_together(&h, &sample, &repos).await;
     let jobs = h.store().delivery_jobs().await.unwrap();
     assert_eq!(
         jobs.len(),
@@ -325,13 +327,10 @@ pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: T
     );
 
     let worker = start_worker(h.store(), &h.ctx);
-    for (n, id) in repos.iter().enumerate() {
-        let want = format!("renamed-together-{n}");
-        eventually("each rename of the batch is applied", || async {
-            (active_name(h.store(), *id).await.as_deref() == Some(want.as_str())).then_some(())
-        })
-        .await;
-    }
+    eventually("each rename of the batch is applied", || async {
+        renamed_together(h.store(), &repos).await.then_some(())
+    })
+    .await;
     eventually("every delivery is marked processed", || async {
         let rows = h.store().list_deliveries(CONNECTION).await.unwrap();
         (rows.len() == 5 && rows.iter().all(|r| r.status == DeliveryStatus::Processed))
@@ -340,7 +339,36 @@ pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: T
     .await;
     assert_eq!(runs(h.store()).await, 1, "no full sync ran for the events");
     worker.stop().await;
-    gateway.abort();
+}
+
+/// A batch's job that names a delivery which cannot be handled at all
+/// (no such row: retention removed it) still handles the others, then
+/// fails so that apalis runs it again; run again, it skips the deliveries
+/// it already finished instead of applying them twice.
+pub async fn a_batch_job_handles_the_others_when_one_delivery_cannot_be_read(db: TestDb) {
+    let h = synced(db).await;
+    let sample = one_sent_delivery(&h).await;
+    let repos = [h.sim.repos()[6].id, h.sim.repos()[7].id];
+    let stored = record_renames_together(&h, &sample, &repos).await;
+    let queue = Queue::<SyncConnection>::new(h.store(), &QueueConfig::default());
+    let slots = DeliverySlots::new(2);
+    let run = |ids: Vec<String>| {
+        let job = HandleDelivery::Batch { delivery_ids: ids };
+        let (ctx, queue, slots) = (&h.ctx, &queue, &slots);
+        async move { handle_all(&job, ctx, queue, slots).await }
+    };
+
+    let mut ids = vec![new_ulid()];
+    ids.extend(stored.iter().cloned());
+    let first = run(ids).await;
+    assert!(first.is_err(), "the job fails, to run again: {first:?}");
+    assert!(renamed_together(h.store(), &repos).await);
+    for id in &stored {
+        let row = h.store().get_delivery(id).await.unwrap();
+        assert_eq!(row.status, DeliveryStatus::Processed, "{id}");
+    }
+    let again = run(stored.clone()).await.unwrap();
+    assert_eq!(again.matches("already processed").count(), 2, "{again}");
 }
 
 /// A delivery's targeted re-read is sent through the fleet's budget of the
@@ -350,19 +378,8 @@ pub async fn deliveries_stored_together_share_one_job_and_are_each_applied(db: T
 /// left it.
 pub async fn delivery_re_reads_spend_the_shared_budget(db: TestDb) {
     let h = synced(db).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
+    let gateway = h.hook_gateway(77).await;
     let worker = start_worker(h.store(), &h.ctx);
-    webhook_to(
-        &h,
-        &format!("{base}/hooks/github/{CONNECTION}"),
-        secret.expose(),
-    )
-    .await;
     let (_, before) = h
         .store()
         .connection_budgets()

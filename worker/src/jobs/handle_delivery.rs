@@ -70,8 +70,16 @@ pub async fn handle(
     queue: Data<Queue<SyncConnection>>,
     slots: Data<DeliverySlots>,
 ) -> std::result::Result<String, BoxDynError> {
-    let (ctx, queue, slots): (&SyncContext, &Queue<SyncConnection>, &DeliverySlots) =
-        (&ctx, &queue, &slots);
+    handle_all(&job, &ctx, &queue, &slots).await
+}
+
+/// [`handle`] without apalis's wrappers.
+pub async fn handle_all(
+    job: &HandleDelivery,
+    ctx: &SyncContext,
+    queue: &Queue<SyncConnection>,
+    slots: &DeliverySlots,
+) -> std::result::Result<String, BoxDynError> {
     let runs = job.ids().iter().map(|id| {
         let span = tracing::info_span!("delivery", delivery_id = %id);
         async {
