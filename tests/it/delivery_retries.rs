@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use cmcp_domain::AliasKind;
-use cmcp_fixtures::{Faults, GithubSimConfig, WebhookTarget};
+use cmcp_fixtures::{Faults, GithubSimConfig};
 use cmcp_registry::DeliveryStatus;
 use cmcp_registry::testing::TestDb;
-use cmcp_tests::{CONNECTION, Harness, cipher, fast_http, repo_address};
-use cmcp_tests::{eventually_within, serve_gateway, start_worker};
+use cmcp_tests::{CONNECTION, Harness, fast_http, repo_address};
+use cmcp_tests::{eventually_within, start_worker};
 use cmcp_worker::run_sync;
 
 both_backends!(
@@ -37,17 +37,7 @@ pub async fn past_the_horizon_a_delivery_fails_and_a_replay_applies_it(db: TestD
     run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
         .await
         .unwrap();
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    h.sim.set_webhook(Some(WebhookTarget {
-        url: format!("{base}/hooks/github/{CONNECTION}"),
-        secret: secret.expose().to_owned(),
-        hook_id: 9,
-    }));
+    let gateway = h.hook_gateway(9).await;
     let worker = start_worker(h.store(), &h.ctx);
     h.sim.set_faults(Faults {
         server_error: 1.0,
@@ -102,17 +92,7 @@ pub async fn upstream_down_for_30_s_loses_no_delivery(db: TestDb) {
     run_sync(&h.ctx, CONNECTION, cmcp_domain::RunTrigger::Test)
         .await
         .unwrap();
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
-    h.sim.set_webhook(Some(WebhookTarget {
-        url: format!("{base}/hooks/github/{CONNECTION}"),
-        secret: secret.expose().to_owned(),
-        hook_id: 9,
-    }));
+    let gateway = h.hook_gateway(9).await;
     let worker = start_worker(h.store(), &h.ctx);
     // Every API answer is a 500 from now on.
     h.sim.set_faults(Faults {

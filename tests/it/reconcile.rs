@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use cmcp_domain::{AliasKind, ConnectionStatus, RiskCode, RunTrigger, SpaceStatus, Token};
-use cmcp_fixtures::{DriveSimConfig, GithubSimConfig, WebhookTarget};
+use cmcp_fixtures::{DriveSimConfig, GithubSimConfig};
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{DeliveryStatus, DriftKind, Store};
 use cmcp_tests::{CONNECTION, Harness, TOKEN, cipher, fast_http, repo_address};
-use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, eventually, serve_gateway, start_worker};
+use cmcp_tests::{DRIVE_CONNECTION, DriveHarness, eventually, start_worker};
 use cmcp_worker::change_feed::run_full;
 use cmcp_worker::{SyncOutcome, run_sync};
 
@@ -60,18 +60,8 @@ async fn count(store: &Store, status: SpaceStatus) -> u64 {
 /// reconcile finds exactly the five changes no webhook delivered.
 pub async fn drift_counts_exactly_the_changes_webhooks_missed(db: TestDb) {
     let h = synced(db, 13).await;
-    let secret = h
-        .store()
-        .current_webhook_secret(&cipher(), CONNECTION)
-        .await
-        .unwrap();
-    let (base, gateway) = serve_gateway(h.store()).await;
+    let gateway = h.hook_gateway(77).await;
     let worker = start_worker(h.store(), &h.ctx);
-    h.sim.set_webhook(Some(WebhookTarget {
-        url: format!("{base}/hooks/github/{CONNECTION}"),
-        secret: secret.expose().to_owned(),
-        hook_id: 77,
-    }));
     let ids: Vec<u64> = h.sim.repos().iter().map(|r| r.id).collect();
     h.sim.rename_repo(ids[0], "announced-rename");
     eventually("the announced rename is applied", || async {

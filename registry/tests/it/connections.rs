@@ -4,7 +4,7 @@ use cmcp_domain::{ConnectionSpec, Owner, Platform, Token};
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{Cipher, NewConnection, RegistryError};
 
-use crate::support::{TOKEN, add_connection};
+use crate::support::{TOKEN, add_connection, postgres_only};
 
 both_backends!(
     connection_token_is_sealed_and_opens,
@@ -162,14 +162,11 @@ async fn duplicate_and_invalid_connections_are_refused(db: TestDb) {
 async fn a_transaction_left_idle_is_ended_and_frees_its_rows() {
     use std::time::Duration;
 
-    use cmcp_registry::testing::postgres_admin_url;
     use cmcp_registry::{Store, StoreOptions};
 
-    let Some(admin_url) = postgres_admin_url() else {
-        eprintln!("note: skipped: no PostgreSQL configured");
+    let Some((db, _)) = postgres_only().await else {
         return;
     };
-    let db = TestDb::postgres_on(&admin_url, None).await;
     add_connection(&db.store, "gh-acme", Owner::Company).await;
     let store = Store::connect(
         &db.url,
@@ -220,16 +217,10 @@ async fn a_transaction_left_idle_is_ended_and_frees_its_rows() {
 /// the dead socket.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_connection_the_server_cut_is_replaced_before_use() {
-    use cmcp_registry::testing::postgres_admin_url;
-    use cmcp_registry::{PING_IF_IDLE_FOR, Store};
+    use cmcp_registry::PING_IF_IDLE_FOR;
 
-    let Some(admin_url) = postgres_admin_url() else {
-        eprintln!("note: skipped: no PostgreSQL configured");
+    let Some((db, pool)) = postgres_only().await else {
         return;
-    };
-    let db = TestDb::postgres_on(&admin_url, None).await;
-    let Store::Postgres(pool) = &db.store else {
-        unreachable!("a PostgreSQL URL")
     };
     // Two pooled connections, both idle afterwards.
     let (a, b) = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());

@@ -203,15 +203,8 @@ async fn a_bulk_decision_with_one_invalid_item_leaves_nothing(db: TestDb) {
 /// already exists" from one of its two workers.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_round_that_meets_a_concurrent_rounds_proposal_keeps_it() {
-    use cmcp_registry::testing::postgres_admin_url;
-
-    let Some(admin_url) = postgres_admin_url() else {
-        eprintln!("note: skipped: no PostgreSQL configured");
+    let Some((db, pool)) = crate::support::postgres_only().await else {
         return;
-    };
-    let db = TestDb::postgres_on(&admin_url, None).await;
-    let Store::Postgres(pool) = &db.store else {
-        unreachable!("a PostgreSQL URL")
     };
     with_places(&db.store).await;
     // The other round: its row written, not yet committed.
@@ -242,7 +235,7 @@ async fn a_round_that_meets_a_concurrent_rounds_proposal_keeps_it() {
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND wait_event_type = 'Lock'",
         )
-        .fetch_one(pool)
+        .fetch_one(&pool)
         .await
         .unwrap();
         if waiting > 0 {

@@ -4,10 +4,26 @@ use cmcp_domain::{
     Alias, AliasKind, ConnectionSpec, Owner, Platform, SpaceAddress, SpaceKind, SpaceRecord,
     SpaceState, Token, Visibility,
 };
-use cmcp_registry::testing::cipher;
+use cmcp_registry::testing::{TestDb, cipher, postgres_admin_url};
 use cmcp_registry::{NewConnection, Store};
 
 pub const TOKEN: &str = "ghp_conformanceSECRET0123456789";
+
+/// A fresh PostgreSQL registry for a test that is about PostgreSQL alone,
+/// with its pool; `None` (and a note) when none is configured, which CI
+/// never allows (`postgres_admin_url` gives its server there).
+pub async fn postgres_only() -> Option<(TestDb, sqlx::PgPool)> {
+    let Some(admin_url) = postgres_admin_url() else {
+        eprintln!("note: skipped: no PostgreSQL configured");
+        return None;
+    };
+    let db = TestDb::postgres_on(&admin_url, None).await;
+    let Store::Postgres(pool) = &db.store else {
+        unreachable!("a PostgreSQL URL")
+    };
+    let pool = pool.clone();
+    Some((db, pool))
+}
 
 /// The wall clock in Unix milliseconds, as the store stamps its rows.
 pub fn now_ms() -> i64 {
