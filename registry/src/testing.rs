@@ -250,6 +250,21 @@ impl Drop for TestDb {
     }
 }
 
+/// Each delivery the `handle-delivery` jobs name, with the job that names
+/// it (a batch's deliveries share one). Panics when a delivery is named by
+/// two jobs.
+pub async fn job_of_each_delivery(store: &Store) -> std::collections::HashMap<String, String> {
+    let mut named = std::collections::HashMap::new();
+    for (job, args) in store.delivery_jobs().await.expect("read the delivery jobs") {
+        for id in args.ids() {
+            if let Some(other) = named.insert(id.clone(), job.clone()) {
+                panic!("delivery {id} is named by jobs {other} and {job}");
+            }
+        }
+    }
+    named
+}
+
 /// Wait until every committed change is readable from the change feed. On
 /// PostgreSQL the feed holds back while any older transaction in the
 /// cluster is still open (other tests' included); SQLite returns at once.

@@ -116,12 +116,9 @@ pub(crate) async fn post(app: &Router, path: &str, d: &Delivery) -> StatusCode {
 /// delivery is named twice, nor one that is not a row).
 pub(crate) async fn deliveries_and_jobs(store: &Store, connection: &str) -> (usize, i64) {
     let rows = store.list_deliveries(connection).await.unwrap();
-    let mut named = std::collections::HashSet::new();
-    for (job, args) in store.delivery_jobs().await.unwrap() {
-        for id in args.ids() {
-            assert!(named.insert(id.clone()), "{id} named twice (job {job})");
-            assert!(rows.iter().any(|r| &r.id == id), "job {job} names no row");
-        }
+    let named = cmcp_registry::testing::job_of_each_delivery(store).await;
+    for (id, job) in &named {
+        assert!(rows.iter().any(|r| &r.id == id), "job {job} names no row");
     }
     (rows.len(), named.len() as i64)
 }
