@@ -37,7 +37,8 @@ use cmcp_registry::{ChangeKind, MatchBacklog, ProposalFigures, Store};
 use crate::Result;
 use crate::ladder::{PlaceIndex, Settings, jira_prefix, propose_for};
 use crate::refresh::{
-    load_places, mappings_from_rows, refresh_proposals, spaces_from_rows, to_rows,
+    in_turn, load_places, mappings_from_rows, recompute, refresh_proposals, spaces_from_rows,
+    to_rows,
 };
 
 /// Feed rows (or dirty rows) above which one full recompute is cheaper.
@@ -65,12 +66,18 @@ pub async fn refresh_after_sync(
 }
 
 /// Refresh the proposals of the containers changed since the last refresh
-/// (full or incremental), and move the ladder's position past them.
+/// (full or incremental), and move the ladder's position past them. Runs
+/// in the store's matching turn, so it reads what the round before it
+/// wrote.
 pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
+    in_turn(store, changed(store, settings)).await
+}
+
+async fn changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
     let (places_version, ladder_version) = store.matching_places_version().await?;
     if ladder_version.as_deref() != Some(places_version.as_str()) {
         tracing::info!("places changed since the last full recompute; recomputing all proposals");
-        return refresh_proposals(store, settings).await;
+        return recompute(store, settings).await;
     }
     let backlog = store.matching_backlog(MAX_BACKLOG).await?;
     if backlog.overflow {
@@ -78,7 +85,7 @@ pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<Propo
             limit = MAX_BACKLOG,
             "matching backlog too long; recomputing all proposals"
         );
-        return refresh_proposals(store, settings).await;
+        return recompute(store, settings).await;
     }
     if backlog.changes.is_empty() && backlog.dirty.is_empty() {
         return Ok(ProposalFigures::default());

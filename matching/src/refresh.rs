@@ -154,7 +154,28 @@ const PAGE: usize = 500;
 /// Open proposals of containers matching no longer compares are superseded
 /// last. The feed's head and the dirty rows are read first, so what changes
 /// while the pages run is looked at again by the next incremental refresh.
+/// Runs in the store's matching turn ([`in_turn`]).
 pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
+    in_turn(store, recompute(store, settings)).await
+}
+
+/// Run one round of proposals in the store's matching turn: rounds of every
+/// process take turns ([`cmcp_registry::MatchingTurn`] says why), and the
+/// turn is given back whether the round succeeded or not.
+pub(crate) async fn in_turn<T>(
+    store: &Store,
+    round: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let turn = store.matching_turn().await?;
+    let out = round.await;
+    let ended = turn.end().await;
+    let out = out?;
+    ended?;
+    Ok(out)
+}
+
+/// [`refresh_proposals`] inside a turn already taken.
+pub(crate) async fn recompute(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
     let head = store.change_head().await?;
     let dirty = store.matching_dirty_ids().await?;
     let (places_version, _) = store.matching_places_version().await?;

@@ -30,7 +30,7 @@ pub use store::{
     Recogniser, Resolved, Unlinked, Viewer,
 };
 pub use store::{Denial, OwnerChangeRow, SightingRow, SightingState, TombstoneOutcome};
-pub use store::{DirtyRow, InlineReads, KeyCache, MatchBacklog, SharingRow};
+pub use store::{DirtyRow, InlineReads, KeyCache, MatchBacklog, MatchingTurn, SharingRow};
 pub use store::{
     DriftKind, DriftLine, HoldRow, MissingPreview, REPEAT_OFFENDER_NIGHTS, SpaceChange,
 };

@@ -20,7 +20,8 @@ use cmcp_matching::refresh::to_rows;
 use cmcp_matching::{Settings, load_input, propose, refresh_changed, refresh_proposals};
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{
-    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, both_backends,
+    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, StoreOptions,
+    both_backends,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,6 +30,7 @@ both_backends!(
     incremental_refresh_equals_full_recompute_after_random_changes,
     rejected_stays_rejected_and_a_rerun_proposes_nothing,
     the_full_recompute_pages_through_every_container_and_supersedes_the_gone,
+    a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile,
 );
 
 const COMPANY: &str = "bb-acme";
@@ -686,4 +688,57 @@ async fn the_full_recompute_pages_through_every_container_and_supersedes_the_gon
         assert_eq!(open(&rows, &p.address), 0, "{} still open", p.address);
     }
     assert_eq!(open(&rows, &projects[601].address), 1);
+}
+
+/// Rounds of proposals take turns across processes (an advisory lock on
+/// PostgreSQL; on SQLite, whose store one process holds, every pool of the
+/// file shares its turn): a round that starts while another holds the turn
+/// waits, and once it has the turn reads what was committed meanwhile, so
+/// it cannot write proposals from a view older than the round before it.
+/// A turn dropped without being given back (its round cancelled, or
+/// panicked) is not kept.
+async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: TestDb) {
+    use std::time::Duration;
+    let store = &db.store;
+    connection(store, COMPANY, Owner::Company).await;
+    places(store).await;
+    let project =
+        |id: &str, name: &str| record(address(SpaceKind::BitbucketProject, "acme", id), name, None);
+    apply(store, &project("p1", "Ledger")).await;
+    // Another process's store on the same database.
+    let other = Store::connect(&db.url, &StoreOptions::default())
+        .await
+        .unwrap();
+
+    let held = store.matching_turn().await.unwrap();
+    let round = tokio::spawn({
+        let other = other.clone();
+        async move { refresh_changed(&other, &Settings::default()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !round.is_finished(),
+        "the round began while another held the turn"
+    );
+    apply(store, &project("p2", "Payments")).await;
+    held.end().await.unwrap();
+    let figures = tokio::time::timeout(Duration::from_secs(30), round)
+        .await
+        .expect("the round goes ahead once the turn is given back")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        figures.proposed, 2,
+        "the round reads the change committed while it waited: {figures:?}"
+    );
+
+    drop(store.matching_turn().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(30), other.matching_turn())
+        .await
+        .expect("a turn dropped without being given back is not kept")
+        .unwrap()
+        .end()
+        .await
+        .unwrap();
+    other.close().await;
 }

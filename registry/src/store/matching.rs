@@ -9,7 +9,9 @@
 //! written into the SQL text).
 
 use cmcp_domain::SpaceKind;
-use sqlx::AssertSqlSafe;
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Postgres};
+use tokio::sync::OwnedMutexGuard;
 
 use super::changes::{ChangeRow, Cursor};
 use super::proposals::{MappingRow, MatchAliasRow, MatchSpaceRow};
@@ -34,6 +36,56 @@ const ELIGIBLE: &str = "s.status <> 'tombstoned' AND s.owner = 'company'";
 /// test out of index selection; PostgreSQL has statistics, and no such
 /// operator on text.
 const ELIGIBLE_SQLITE: &str = "s.status <> 'tombstoned' AND +s.owner = 'company'";
+
+/// The advisory lock a round of mapping proposals holds on PostgreSQL
+/// ("cmcpmatc" in ASCII): one key for the whole database, every process.
+const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
+
+/// One round of mapping proposals' turn, across every process of the
+/// store: the PostgreSQL advisory lock [`MATCHING_LOCK`] on a connection
+/// of its own, or this process's turn for the SQLite file (one process
+/// holds an embedded store).
+///
+/// Rounds take turns because each reads the registry, computes, and then
+/// writes the proposals of what it read: a round that read before another
+/// committed, and committed after it, would put back proposals from the
+/// older view while the ladder's position (which only moves forward) had
+/// moved past the changes that made them old, until the nightly full
+/// recompute. A round that waited reads after the one before committed.
+///
+/// [`MatchingTurn::end`] gives the turn back. A turn dropped instead (a
+/// round that failed by panic, or was cancelled) closes its connection,
+/// which ends the lock with the session, rather than return to the pool
+/// a connection that still holds it.
+pub struct MatchingTurn {
+    connection: Option<PoolConnection<Postgres>>,
+    _local: Option<OwnedMutexGuard<()>>,
+}
+
+impl MatchingTurn {
+    /// Give the turn back.
+    pub async fn end(mut self) -> Result<()> {
+        if let Some(mut connection) = self.connection.take() {
+            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+                .bind(MATCHING_LOCK)
+                .execute(&mut *connection)
+                .await;
+            if unlocked.is_err() {
+                connection.close_on_drop();
+            }
+            unlocked?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MatchingTurn {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.as_mut() {
+            connection.close_on_drop();
+        }
+    }
+}
 
 /// Alias kinds matching reads: keys and fingerprints.
 const MATCH_KINDS: &str = "('key', 'git-remote', 'host-id', 'first-commit')";
@@ -97,6 +149,34 @@ macro_rules! fetch_chunks {
 }
 
 impl Store {
+    /// Wait for this round of mapping proposals' turn ([`MatchingTurn`]):
+    /// as long as the round before takes, which a full recompute of a
+    /// large registry makes seconds.
+    pub async fn matching_turn(&self) -> Result<MatchingTurn> {
+        match self {
+            Store::Sqlite(pool) => Ok(MatchingTurn {
+                connection: None,
+                _local: Some(super::write_turn::matching(pool).await),
+            }),
+            Store::Postgres(pool) => {
+                // The turn owns the connection before it asks for the lock:
+                // a wait that is cancelled drops the turn, and so closes the
+                // connection the lock may have been granted on.
+                let mut turn = MatchingTurn {
+                    connection: Some(pool.acquire().await?),
+                    _local: None,
+                };
+                if let Some(connection) = turn.connection.as_mut() {
+                    sqlx::query("SELECT pg_advisory_lock($1)")
+                        .bind(MATCHING_LOCK)
+                        .execute(&mut **connection)
+                        .await?;
+                }
+                Ok(turn)
+            }
+        }
+    }
+
     /// The [`ELIGIBLE`] filter in this store's dialect.
     fn eligible(&self) -> &'static str {
         match self {

@@ -63,7 +63,7 @@ pub use inline_reads::InlineReads;
 pub use key_cache::KeyCache;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SESSIONS_PER_KEY, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
-pub use matching::{DirtyRow, MatchBacklog, SharingRow};
+pub use matching::{DirtyRow, MatchBacklog, MatchingTurn, SharingRow};
 pub use people::Unlinked;
 pub use places::{
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,

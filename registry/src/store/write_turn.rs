@@ -14,6 +14,11 @@
 //! job queue's own pool) still meet the busy handler, which stays as it was.
 //! A turn is waited for at most [`SQLITE_BUSY_TIMEOUT`], the same bound the
 //! busy handler has, and then the write fails as a transient error.
+//!
+//! A file also has a second turn, for rounds of mapping proposals
+//! ([`crate::Store::matching_turn`]): a round reads, computes and writes
+//! for as long as it runs, so it is not a write turn, which it would hold
+//! against every other writer.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,31 +31,53 @@ use super::SQLITE_BUSY_TIMEOUT;
 use crate::{RegistryError, Result};
 
 type Turn = Arc<TurnLock<()>>;
+type WeakTurn = Weak<TurnLock<()>>;
 
-/// One turn per database file, shared by every pool of this process that
-/// opens it. Weak, so that a file no pool holds any more leaves no entry
-/// behind once the map is next touched.
-static TURNS: LazyLock<Mutex<HashMap<PathBuf, Weak<TurnLock<()>>>>> =
+/// What a turn is taken for: a file has one turn for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Purpose {
+    /// Writing (every write of the store).
+    Write,
+    /// A round of mapping proposals, which reads and writes for as long as
+    /// it runs ([`crate::Store::matching_turn`]).
+    Matching,
+}
+
+/// One turn per database file and purpose, shared by every pool of this
+/// process that opens it. Weak, so that a file no pool holds any more
+/// leaves no entry behind once the map is next touched.
+static TURNS: LazyLock<Mutex<HashMap<(PathBuf, Purpose), WeakTurn>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn turn_of(file: PathBuf) -> Turn {
+fn turn_of(file: PathBuf, purpose: Purpose) -> Turn {
     let mut turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(turn) = turns.get(&file).and_then(Weak::upgrade) {
+    let key = (file, purpose);
+    if let Some(turn) = turns.get(&key).and_then(Weak::upgrade) {
         return turn;
     }
     turns.retain(|_, turn| turn.strong_count() > 0);
     let turn = Arc::new(TurnLock::new(()));
-    turns.insert(file, Arc::downgrade(&turn));
+    turns.insert(key, Arc::downgrade(&turn));
     turn
+}
+
+fn file_of(pool: &SqlitePool) -> PathBuf {
+    pool.connect_options().get_filename().to_path_buf()
 }
 
 /// Waits for this pool's file's turn to write. Hold the guard until the
 /// write has committed.
 pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
-    let turn = turn_of(pool.connect_options().get_filename().to_path_buf());
+    let turn = turn_of(file_of(pool), Purpose::Write);
     tokio::time::timeout(SQLITE_BUSY_TIMEOUT, turn.lock_owned())
         .await
         .map_err(|_| RegistryError::Database(sqlx::Error::PoolTimedOut))
+}
+
+/// Waits, however long the round before takes, for this pool's file's
+/// turn to run a round of mapping proposals.
+pub(crate) async fn matching(pool: &SqlitePool) -> OwnedMutexGuard<()> {
+    turn_of(file_of(pool), Purpose::Matching).lock_owned().await
 }
 
 #[cfg(test)]
@@ -66,11 +93,16 @@ mod tests {
         let a = dir.path().join("a.db");
         let b = dir.path().join("b.db");
 
-        let first = turn_of(a.clone());
-        let again = turn_of(a.clone());
+        let first = turn_of(a.clone(), Purpose::Write);
+        let again = turn_of(a.clone(), Purpose::Write);
         assert!(Arc::ptr_eq(&first, &again), "one file, one turn");
-        let other = turn_of(b.clone());
+        let other = turn_of(b.clone(), Purpose::Write);
         assert!(!Arc::ptr_eq(&first, &other), "two files, two turns");
+        let matching = turn_of(a.clone(), Purpose::Matching);
+        assert!(
+            !Arc::ptr_eq(&first, &matching),
+            "one file, one turn for each purpose"
+        );
 
         let held = Arc::clone(&first).lock_owned().await;
         assert!(again.try_lock().is_err(), "the turn is held");
@@ -78,11 +110,11 @@ mod tests {
         drop(held);
         assert!(again.try_lock().is_ok(), "the turn is free again");
 
-        drop((first, again, other));
-        let _fresh = turn_of(dir.path().join("c.db"));
+        drop((first, again, other, matching));
+        let _fresh = turn_of(dir.path().join("c.db"), Purpose::Write);
         let turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
         assert!(
-            !turns.contains_key(&a) && !turns.contains_key(&b),
+            turns.keys().all(|(file, _)| *file != a && *file != b),
             "a turn no pool holds is dropped from the map"
         );
     }
