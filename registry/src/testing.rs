@@ -292,6 +292,55 @@ pub async fn settle_changes(store: &Store) {
     }
 }
 
+/// A round of mapping proposals that another process of the store is
+/// running, until [`AnotherRound::end`]: on PostgreSQL a connection of its
+/// own, outside every pool of this process, holding the rounds' advisory
+/// lock; on SQLite (one process holds an embedded store) the turn taken
+/// through another pool of the file.
+pub enum AnotherRound {
+    Postgres(sqlx::PgConnection),
+    Sqlite(Store, crate::MatchingTurn),
+}
+
+impl AnotherRound {
+    pub async fn begin(db: &TestDb) -> AnotherRound {
+        match &db.store {
+            Store::Postgres(_) => {
+                use sqlx::Connection;
+                let mut c = sqlx::PgConnection::connect(&db.url)
+                    .await
+                    .expect("another connection");
+                sqlx::query("SELECT pg_advisory_lock($1)")
+                    .bind(crate::store::MATCHING_LOCK)
+                    .execute(&mut c)
+                    .await
+                    .expect("the rounds' lock");
+                AnotherRound::Postgres(c)
+            }
+            Store::Sqlite(_) => {
+                let other = Store::connect(&db.url, &StoreOptions::default())
+                    .await
+                    .expect("another pool");
+                let turn = other.matching_turn().await.expect("the file's turn");
+                AnotherRound::Sqlite(other, turn)
+            }
+        }
+    }
+
+    pub async fn end(self) {
+        match self {
+            AnotherRound::Postgres(c) => {
+                use sqlx::Connection;
+                c.close().await.expect("close the other connection");
+            }
+            AnotherRound::Sqlite(other, turn) => {
+                turn.end().await.expect("give the turn back");
+                other.close().await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

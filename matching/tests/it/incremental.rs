@@ -18,10 +18,9 @@ use cmcp_domain::{
 };
 use cmcp_matching::refresh::to_rows;
 use cmcp_matching::{Settings, load_input, propose, refresh_changed, refresh_proposals};
-use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::testing::{AnotherRound, TestDb, cipher};
 use cmcp_registry::{
-    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, StoreOptions,
-    both_backends,
+    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, both_backends,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -692,11 +691,12 @@ async fn the_full_recompute_pages_through_every_container_and_supersedes_the_gon
 
 /// Rounds of proposals take turns across processes (an advisory lock on
 /// PostgreSQL; on SQLite, whose store one process holds, every pool of the
-/// file shares its turn): a round that starts while another holds the turn
-/// waits, and once it has the turn reads what was committed meanwhile, so
-/// it cannot write proposals from a view older than the round before it.
-/// A turn dropped without being given back (its round cancelled, or
-/// panicked) is not kept.
+/// file shares its turn): a round that starts while another process runs
+/// one waits, and once it has the turn reads what was committed meanwhile,
+/// so it cannot write proposals from a view older than the round before
+/// it. The rounds of one process wait for another's holding no more than
+/// one connection. A turn dropped without being given back (its round
+/// cancelled, or panicked) is not kept.
 async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: TestDb) {
     use std::time::Duration;
     let store = &db.store;
@@ -705,26 +705,22 @@ async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: Te
     let project =
         |id: &str, name: &str| record(address(SpaceKind::BitbucketProject, "acme", id), name, None);
     apply(store, &project("p1", "Ledger")).await;
-    // Another process's store on the same database.
-    let other = Store::connect(&db.url, &StoreOptions::default())
-        .await
-        .unwrap();
 
-    let held = store.matching_turn().await.unwrap();
+    let another = AnotherRound::begin(&db).await;
     let round = tokio::spawn({
-        let other = other.clone();
-        async move { refresh_changed(&other, &Settings::default()).await }
+        let store = store.clone();
+        async move { refresh_changed(&store, &Settings::default()).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !round.is_finished(),
-        "the round began while another held the turn"
+        "the round began while another process ran one"
     );
     apply(store, &project("p2", "Payments")).await;
-    held.end().await.unwrap();
+    another.end().await;
     let figures = tokio::time::timeout(Duration::from_secs(30), round)
         .await
-        .expect("the round goes ahead once the turn is given back")
+        .expect("the round goes ahead once the other has ended")
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -732,13 +728,33 @@ async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: Te
         "the round reads the change committed while it waited: {figures:?}"
     );
 
-    drop(store.matching_turn().await.unwrap());
-    tokio::time::timeout(Duration::from_secs(30), other.matching_turn())
+    // Rounds of this process waiting for another process's hold one
+    // connection of the pool between them: more of them than the pool has
+    // connections leave it room for everything else.
+    let another = AnotherRound::begin(&db).await;
+    let waiting: Vec<_> = (0..12)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { refresh_changed(&store, &Settings::default()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::timeout(Duration::from_secs(5), store.change_head())
         .await
-        .expect("a turn dropped without being given back is not kept")
-        .unwrap()
-        .end()
-        .await
+        .expect("the pool has a connection for others while rounds wait")
         .unwrap();
-    other.close().await;
+    another.end().await;
+    for round in waiting {
+        tokio::time::timeout(Duration::from_secs(30), round)
+            .await
+            .expect("each waiting round runs in turn")
+            .unwrap()
+            .unwrap();
+    }
+
+    drop(store.matching_turn().await.unwrap());
+    let another = tokio::time::timeout(Duration::from_secs(30), AnotherRound::begin(&db))
+        .await
+        .expect("a turn dropped without being given back is not kept");
+    another.end().await;
 }

@@ -39,12 +39,12 @@ const ELIGIBLE_SQLITE: &str = "s.status <> 'tombstoned' AND +s.owner = 'company'
 
 /// The advisory lock a round of mapping proposals holds on PostgreSQL
 /// ("cmcpmatc" in ASCII): one key for the whole database, every process.
-const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
+pub(crate) const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
 
 /// One round of mapping proposals' turn, across every process of the
-/// store: the PostgreSQL advisory lock [`MATCHING_LOCK`] on a connection
-/// of its own, or this process's turn for the SQLite file (one process
-/// holds an embedded store).
+/// store: this process's turn for the database, and on PostgreSQL then the
+/// advisory lock [`MATCHING_LOCK`] on a connection of its own (one process
+/// holds an embedded SQLite store).
 ///
 /// Rounds take turns because each reads the registry, computes, and then
 /// writes the proposals of what it read: a round that read before another
@@ -59,22 +59,21 @@ const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
 /// a connection that still holds it.
 pub struct MatchingTurn {
     connection: Option<PoolConnection<Postgres>>,
-    _local: Option<OwnedMutexGuard<()>>,
+    _local: OwnedMutexGuard<()>,
 }
 
 impl MatchingTurn {
-    /// Give the turn back.
+    /// Give the turn back. Should the unlock fail, or this be cancelled,
+    /// the turn is dropped (and its connection closed).
     pub async fn end(mut self) -> Result<()> {
-        if let Some(mut connection) = self.connection.take() {
-            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+        if let Some(connection) = self.connection.as_mut() {
+            sqlx::query("SELECT pg_advisory_unlock($1)")
                 .bind(MATCHING_LOCK)
-                .execute(&mut *connection)
-                .await;
-            if unlocked.is_err() {
-                connection.close_on_drop();
-            }
-            unlocked?;
+                .execute(&mut **connection)
+                .await?;
         }
+        // Unlocked: the connection goes back to the pool.
+        self.connection = None;
         Ok(())
     }
 }
@@ -153,10 +152,11 @@ impl Store {
     /// as long as the round before takes, which a full recompute of a
     /// large registry makes seconds.
     pub async fn matching_turn(&self) -> Result<MatchingTurn> {
+        let local = super::write_turn::matching(self).await;
         match self {
-            Store::Sqlite(pool) => Ok(MatchingTurn {
+            Store::Sqlite(_) => Ok(MatchingTurn {
                 connection: None,
-                _local: Some(super::write_turn::matching(pool).await),
+                _local: local,
             }),
             Store::Postgres(pool) => {
                 // The turn owns the connection before it asks for the lock:
@@ -164,7 +164,7 @@ impl Store {
                 // connection the lock may have been granted on.
                 let mut turn = MatchingTurn {
                     connection: Some(pool.acquire().await?),
-                    _local: None,
+                    _local: local,
                 };
                 if let Some(connection) = turn.connection.as_mut() {
                     sqlx::query("SELECT pg_advisory_lock($1)")

@@ -21,13 +21,13 @@
 //! against every other writer.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::ffi::OsString;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use sqlx::SqlitePool;
 use tokio::sync::{Mutex as TurnLock, OwnedMutexGuard};
 
-use super::SQLITE_BUSY_TIMEOUT;
+use super::{SQLITE_BUSY_TIMEOUT, Store};
 use crate::{RegistryError, Result};
 
 type Turn = Arc<TurnLock<()>>;
@@ -43,15 +43,17 @@ enum Purpose {
     Matching,
 }
 
-/// One turn per database file and purpose, shared by every pool of this
-/// process that opens it. Weak, so that a file no pool holds any more
-/// leaves no entry behind once the map is next touched.
-static TURNS: LazyLock<Mutex<HashMap<(PathBuf, Purpose), WeakTurn>>> =
+/// One turn per database and purpose, shared by every pool of this
+/// process that opens it; a database is named by its file's path (SQLite)
+/// or its server's address and name (PostgreSQL). Weak, so that a
+/// database no pool holds any more leaves no entry behind once the map is
+/// next touched.
+static TURNS: LazyLock<Mutex<HashMap<(OsString, Purpose), WeakTurn>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn turn_of(file: PathBuf, purpose: Purpose) -> Turn {
+fn turn_of(database: OsString, purpose: Purpose) -> Turn {
     let mut turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
-    let key = (file, purpose);
+    let key = (database, purpose);
     if let Some(turn) = turns.get(&key).and_then(Weak::upgrade) {
         return turn;
     }
@@ -61,8 +63,8 @@ fn turn_of(file: PathBuf, purpose: Purpose) -> Turn {
     turn
 }
 
-fn file_of(pool: &SqlitePool) -> PathBuf {
-    pool.connect_options().get_filename().to_path_buf()
+fn file_of(pool: &SqlitePool) -> OsString {
+    pool.connect_options().get_filename().as_os_str().to_owned()
 }
 
 /// Waits for this pool's file's turn to write. Hold the guard until the
@@ -74,10 +76,26 @@ pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
         .map_err(|_| RegistryError::Database(sqlx::Error::PoolTimedOut))
 }
 
-/// Waits, however long the round before takes, for this pool's file's
-/// turn to run a round of mapping proposals.
-pub(crate) async fn matching(pool: &SqlitePool) -> OwnedMutexGuard<()> {
-    turn_of(file_of(pool), Purpose::Matching).lock_owned().await
+/// Waits, however long the round before takes, for this process's turn to
+/// run a round of mapping proposals on the pool's database. On SQLite that
+/// is the whole turn; on PostgreSQL it comes before the advisory lock, so
+/// that the rounds of one process waiting for another's hold no connection
+/// of the pool but one.
+pub(crate) async fn matching(pool: &Store) -> OwnedMutexGuard<()> {
+    let database = match pool {
+        Store::Sqlite(pool) => file_of(pool),
+        Store::Postgres(pool) => {
+            let o = pool.connect_options();
+            format!(
+                "{}:{}/{}",
+                o.get_host(),
+                o.get_port(),
+                o.get_database().unwrap_or_default()
+            )
+            .into()
+        }
+    };
+    turn_of(database, Purpose::Matching).lock_owned().await
 }
 
 #[cfg(test)]
@@ -93,12 +111,12 @@ mod tests {
         let a = dir.path().join("a.db");
         let b = dir.path().join("b.db");
 
-        let first = turn_of(a.clone(), Purpose::Write);
-        let again = turn_of(a.clone(), Purpose::Write);
+        let first = turn_of(a.clone().into(), Purpose::Write);
+        let again = turn_of(a.clone().into(), Purpose::Write);
         assert!(Arc::ptr_eq(&first, &again), "one file, one turn");
-        let other = turn_of(b.clone(), Purpose::Write);
+        let other = turn_of(b.clone().into(), Purpose::Write);
         assert!(!Arc::ptr_eq(&first, &other), "two files, two turns");
-        let matching = turn_of(a.clone(), Purpose::Matching);
+        let matching = turn_of(a.clone().into(), Purpose::Matching);
         assert!(
             !Arc::ptr_eq(&first, &matching),
             "one file, one turn for each purpose"
@@ -111,10 +129,12 @@ mod tests {
         assert!(again.try_lock().is_ok(), "the turn is free again");
 
         drop((first, again, other, matching));
-        let _fresh = turn_of(dir.path().join("c.db"), Purpose::Write);
+        let _fresh = turn_of(dir.path().join("c.db").into(), Purpose::Write);
         let turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
         assert!(
-            turns.keys().all(|(file, _)| *file != a && *file != b),
+            turns
+                .keys()
+                .all(|(file, _)| *file != a.as_os_str() && *file != b.as_os_str()),
             "a turn no pool holds is dropped from the map"
         );
     }
