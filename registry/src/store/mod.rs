@@ -63,6 +63,7 @@ pub use inline_reads::InlineReads;
 pub use key_cache::KeyCache;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SESSIONS_PER_KEY, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
+#[cfg(any(test, feature = "testing"))]
 pub(crate) use matching::MATCHING_LOCK;
 pub use matching::{DirtyRow, MatchBacklog, MatchingTurn, SharingRow};
 pub use people::Unlinked;
