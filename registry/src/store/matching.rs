@@ -66,14 +66,21 @@ impl MatchingTurn {
     /// Give the turn back. Should the unlock fail, or this be cancelled,
     /// the turn is dropped (and its connection closed).
     pub async fn end(mut self) -> Result<()> {
+        self.advisory("SELECT pg_advisory_unlock($1)").await?;
+        // Unlocked: the connection goes back to the pool.
+        self.connection = None;
+        Ok(())
+    }
+
+    /// Run `sql` (taking or giving back [`MATCHING_LOCK`], bound as `$1`)
+    /// on the turn's connection; nothing on SQLite, which has none.
+    async fn advisory(&mut self, sql: &'static str) -> Result<()> {
         if let Some(connection) = self.connection.as_mut() {
-            sqlx::query("SELECT pg_advisory_unlock($1)")
+            sqlx::query(sql)
                 .bind(MATCHING_LOCK)
                 .execute(&mut **connection)
                 .await?;
         }
-        // Unlocked: the connection goes back to the pool.
-        self.connection = None;
         Ok(())
     }
 }
@@ -153,28 +160,18 @@ impl Store {
     /// large registry makes seconds.
     pub async fn matching_turn(&self) -> Result<MatchingTurn> {
         let local = super::write_turn::matching(self).await;
-        match self {
-            Store::Sqlite(_) => Ok(MatchingTurn {
-                connection: None,
-                _local: local,
-            }),
-            Store::Postgres(pool) => {
-                // The turn owns the connection before it asks for the lock:
-                // a wait that is cancelled drops the turn, and so closes the
-                // connection the lock may have been granted on.
-                let mut turn = MatchingTurn {
-                    connection: Some(pool.acquire().await?),
-                    _local: local,
-                };
-                if let Some(connection) = turn.connection.as_mut() {
-                    sqlx::query("SELECT pg_advisory_lock($1)")
-                        .bind(MATCHING_LOCK)
-                        .execute(&mut **connection)
-                        .await?;
-                }
-                Ok(turn)
-            }
-        }
+        // The turn owns the connection before it asks for the lock: a wait
+        // that is cancelled drops the turn, and so closes the connection
+        // the lock may have been granted on.
+        let mut turn = MatchingTurn {
+            connection: match self {
+                Store::Sqlite(_) => None,
+                Store::Postgres(pool) => Some(pool.acquire().await?),
+            },
+            _local: local,
+        };
+        turn.advisory("SELECT pg_advisory_lock($1)").await?;
+        Ok(turn)
     }
 
     /// The [`ELIGIBLE`] filter in this store's dialect.

@@ -77,12 +77,12 @@ pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
 }
 
 /// Waits, however long the round before takes, for this process's turn to
-/// run a round of mapping proposals on the pool's database. On SQLite that
+/// run a round of mapping proposals on the store's database. On SQLite that
 /// is the whole turn; on PostgreSQL it comes before the advisory lock, so
 /// that the rounds of one process waiting for another's hold no connection
 /// of the pool but one.
-pub(crate) async fn matching(pool: &Store) -> OwnedMutexGuard<()> {
-    let database = match pool {
+pub(crate) async fn matching(store: &Store) -> OwnedMutexGuard<()> {
+    let database = match store {
         Store::Sqlite(pool) => file_of(pool),
         Store::Postgres(pool) => {
             let o = pool.connect_options();
