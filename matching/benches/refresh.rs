@@ -10,6 +10,13 @@
 //! Each measurement runs in a child process of this binary so its peak
 //! memory (VmHWM) is its own; the parent prints the table with the ratio.
 //!
+//! A person's suggestions in the same registry: `ada`, with 10 private
+//! repos sharing remotes with company repos (some in mapped containers),
+//! refreshed as after a sync of her connection (the company read by index
+//! from her spaces), against the same round over the whole registry read
+//! at once (`refresh_all_suggestions`, what every personal sync did
+//! before).
+//!
 //! `cargo bench -p cmcp-matching --bench refresh` (with
 //! `CMCP_TEST_POSTGRES_URL` for PostgreSQL too).
 
@@ -20,7 +27,9 @@ use cmcp_domain::{
     Alias, AliasKind, ConnectionSpec, Owner, Platform, SpaceAddress, SpaceKind, SpaceRecord,
     SpaceState, Token,
 };
-use cmcp_matching::{Settings, refresh_changed, refresh_proposals};
+use cmcp_matching::{
+    Settings, refresh_all_suggestions, refresh_changed, refresh_proposals, refresh_suggestions,
+};
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{NewConnection, PlaceInput, Store, StoreOptions};
 
@@ -28,6 +37,9 @@ const PLACES: usize = 10_000;
 const CHANGED: usize = 10;
 const ROUNDS: usize = 3;
 const CONNECTION: &str = "bb-acme";
+const PERSON_CONNECTION: &str = "bb-ada";
+/// Ada's private repos.
+const PRIVATE: usize = 10;
 const WORDS: [&str; 8] = [
     "Payments", "Ledger", "Mobile", "Search", "Billing", "Identity", "Growth", "Data",
 ];
@@ -186,11 +198,62 @@ async fn build(store: &Store, n: usize) {
             .collect();
         insert_rows(store, aliases_sql, "($1, 'git-remote', $2, $2, 0)", &prints).await;
     }
+    private_repos(store, n).await;
     // Statistics, as autovacuum keeps them on a registry this size; without
     // them PostgreSQL plans the lookups by fingerprint as scans.
     if let Store::Postgres(pool) = store {
         sqlx::query("ANALYZE").execute(pool).await.expect("analyze");
     }
+}
+
+/// Ada's connection and her `PRIVATE` repos: each shares its remote with a
+/// company repo, every other one in a mapped container (the
+/// suggestions); names headed by a key (`PAY-`).
+async fn private_repos(store: &Store, n: usize) {
+    store
+        .create_connection(
+            &cipher(),
+            NewConnection {
+                id: PERSON_CONNECTION.to_owned(),
+                spec: ConnectionSpec {
+                    platform: Platform::Bitbucket,
+                    scope: "ada".to_owned(),
+                    base_url: "https://api.bitbucket.org/2.0".to_owned(),
+                },
+                owner: Owner::Person("ada".into()),
+                token: Token::new("bb-bench-token-ada"),
+                settings: serde_json::json!({}),
+            },
+            "bench",
+        )
+        .await
+        .expect("person connection");
+    let repos = n - n / 5;
+    let records: Vec<SpaceRecord> = (0..PRIVATE)
+        .map(|i| {
+            // Repo 97k sits in container 97k, which is mapped (with
+            // 5,000 spaces or more); the odd ones anywhere.
+            let shared = if i.is_multiple_of(2) {
+                97 * (i + 1)
+            } else {
+                (i * 7919 + 13) % repos
+            };
+            SpaceRecord {
+                address: SpaceAddress::new(SpaceKind::BitbucketRepo, "ada", &format!("own{i}"))
+                    .unwrap(),
+                display_name: format!("PAY-own-{i}"),
+                container: None,
+                aliases: Alias::new(AliasKind::GitRemote, &remote(shared))
+                    .into_iter()
+                    .collect(),
+                state: SpaceState::default(),
+            }
+        })
+        .collect();
+    store
+        .apply_page(PERSON_CONNECTION, &Owner::Person("ada".into()), &records)
+        .await
+        .expect("private repos");
 }
 
 /// What a sync changing `CHANGED` repos writes: renames and new remotes,
@@ -239,6 +302,28 @@ async fn child(mode: &str, url: &str, n: usize) {
                 status_kb("VmHWM:"),
                 f.proposed,
                 f.superseded
+            );
+        }
+        "suggest" | "suggest-whole" => {
+            let mut times = Vec::new();
+            let (mut opened, mut withdrawn) = (0, 0);
+            for _ in 0..ROUNDS {
+                let started = Instant::now();
+                if mode == "suggest" {
+                    let f = refresh_suggestions(&store, "ada").await.expect("suggest");
+                    (opened, withdrawn) = (opened + f.opened, withdrawn + f.withdrawn);
+                } else {
+                    refresh_all_suggestions(&store)
+                        .await
+                        .expect("suggest-whole");
+                }
+                times.push(started.elapsed());
+            }
+            times.sort();
+            println!(
+                "{:.4}\t{}\t{base_kb}\t{opened}\t{withdrawn}",
+                times[ROUNDS / 2].as_secs_f64(),
+                status_kb("VmHWM:"),
             );
         }
         _ => {
@@ -293,6 +378,10 @@ async fn backend(name: &str, db: TestDb, n: usize) {
     // The first full round also moves the ladder's position to the head.
     let full = run_child("full", &db.url, n);
     let incr = run_child("incremental", &db.url, n);
+    // By index first: its first round opens Ada's suggestions, and the
+    // whole registry's rounds after it must withdraw none of them.
+    let near = run_child("suggest", &db.url, n);
+    let whole = run_child("suggest-whole", &db.url, n);
     let mib = |kb: f64| kb / 1024.0;
     println!(
         "{name:>10} {n:>9} {:>8.1} {:>8.2} {:>9.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.0}",
@@ -304,6 +393,24 @@ async fn backend(name: &str, db: TestDb, n: usize) {
         mib(incr[1]),
         mib(incr[2]),
         full[0] / incr[0].max(1e-9),
+    );
+    println!(
+        "{:>10} suggestions of a person with {PRIVATE} repos: whole registry {:.1} ms ({:.1} MiB), \
+         by index {:.2} ms ({:.1} MiB; base {:.1}): {:.0}x; opened by index {}",
+        "",
+        whole[0] * 1000.0,
+        mib(whole[1]),
+        near[0] * 1000.0,
+        mib(near[1]),
+        mib(near[2]),
+        whole[0] / near[0].max(1e-9),
+        near[3],
+    );
+    assert!(
+        near[3] > 0.0 && near[4] == 0.0,
+        "by index, Ada's rounds opened {} and withdrew {} suggestions",
+        near[3],
+        near[4]
     );
     drop(db);
     std::thread::sleep(Duration::from_millis(100));

@@ -20,8 +20,8 @@ pub use incremental::{refresh_after_sync, refresh_changed};
 pub use ladder::{
     Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose, propose_for,
 };
-pub use refresh::{load_input, refresh_proposals, spaces_from_rows, to_new_proposal};
-pub use suggest::{refresh_all_suggestions, refresh_suggestions};
+pub use refresh::{load_input, place_of, refresh_proposals, spaces_from_rows, to_new_proposal};
+pub use suggest::{input_near, private_spaces, refresh_all_suggestions, refresh_suggestions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MatchingError {

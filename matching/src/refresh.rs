@@ -10,8 +10,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress};
 use cmcp_registry::{
-    MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, ProposalFigures,
-    ProposalTarget, Store,
+    MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, PlaceRow,
+    ProposalFigures, ProposalTarget, Store,
 };
 
 use crate::Result;
@@ -36,14 +36,22 @@ pub async fn load_places(store: &Store) -> Result<Vec<Place>> {
         .list_places()
         .await?
         .into_iter()
-        .map(|p| Place {
-            retired: p.is_retired(),
-            aliases: aliases.remove(&p.id).unwrap_or_default(),
-            id: p.id,
-            name: p.name,
-            key: p.key,
+        .map(|p| {
+            let of = aliases.remove(&p.id).unwrap_or_default();
+            place_of(p, of)
         })
         .collect())
+}
+
+/// A place as the ladder sees it, from its row and its aliases.
+pub fn place_of(row: PlaceRow, aliases: Vec<PlaceAlias>) -> Place {
+    Place {
+        retired: row.is_retired(),
+        aliases,
+        id: row.id,
+        name: row.name,
+        key: row.key,
+    }
 }
 
 /// Spaces as the ladder sees them, from their rows and their active keys

@@ -9,7 +9,7 @@
 //! writes only that person's suggestions, never a mapping or a proposal
 //! (DESIGN rule 6).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
 use cmcp_registry::store::normalise_place_key;
@@ -18,7 +18,7 @@ use cmcp_registry::{NewSuggestion, Store, SuggestionFigures, SuggestionKind};
 use crate::Result;
 use crate::evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
 use crate::ladder::{Place, Space, jira_prefix};
-use crate::refresh::{load_input, spaces_from_rows};
+use crate::refresh::{load_input, mappings_from_rows, place_of, spaces_from_rows};
 
 /// One private space matching one place.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,21 +157,108 @@ pub fn to_new_suggestion(
 }
 
 /// Recomputes and stores `person`'s suggestions (after a sync of one of
-/// their connections).
+/// their connections). The company side is read by index from the
+/// person's own spaces ([`input_near`]): the round costs what the person
+/// has, not what the company has.
 pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<SuggestionFigures> {
-    let (places, company, mappings) = load_input(store).await?;
-    refresh_one(store, person, &places, &company, &mappings).await
+    let private = private_spaces(store, person).await?;
+    let (places, company, mappings) = input_near(store, &private).await?;
+    refresh_one(store, person, &places, &company, &mappings, &private).await
 }
 
 /// [`refresh_suggestions`] for everyone with a private space (after an
-/// import of places changed who belongs where).
+/// import of places changed who belongs where): the whole registry is
+/// read once for all of them.
 pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
     let (places, company, mappings) = load_input(store).await?;
     let people = store.people_with_private_spaces().await?;
     for person in &people {
-        refresh_one(store, person, &places, &company, &mappings).await?;
+        let private = private_spaces(store, person).await?;
+        refresh_one(store, person, &places, &company, &mappings, &private).await?;
     }
     Ok(people.len() as u64)
+}
+
+/// `person`'s spaces as the rungs compare them.
+pub async fn private_spaces(store: &Store, person: &str) -> Result<Vec<Space>> {
+    Ok(spaces_from_rows(
+        store.person_match_spaces(person).await?,
+        store.person_match_aliases(person).await?,
+    ))
+}
+
+/// What a person's round can reach from `private`, read by index, as
+/// [`load_input`] gives it for the whole registry: the company spaces
+/// sharing a fingerprint with one of them, the Jira projects holding a key
+/// one of them carries or is named after (with all their keys and
+/// fingerprints), the approved mappings of these spaces and of their
+/// containers, and the places those mappings name. [`suggest`] looks at
+/// nothing else (every rung starts from a private space's fingerprint or
+/// key, and a place counts only through a mapping), so on this it finds
+/// what it finds on the whole registry; what is read here beyond that (a
+/// space whose mapping is missing, a key of the wrong kind of space) it
+/// leaves out as it would there. Places come without their aliases, which
+/// no rung of a person's looks at.
+pub async fn input_near(
+    store: &Store,
+    private: &[Space],
+) -> Result<(Vec<Place>, Vec<Space>, HashMap<SpaceAddress, String>)> {
+    let mut prints: BTreeMap<AliasKind, BTreeSet<String>> = BTreeMap::new();
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    for p in private {
+        for (kind, value) in &p.fingerprints {
+            prints.entry(*kind).or_default().insert(value.clone());
+        }
+        // Keys are stored lower-case; the upper-case form as well, so that
+        // a key stored otherwise is still read (the rung compares them
+        // normalised).
+        for key in p
+            .key
+            .iter()
+            .map(|k| normalise_place_key(k))
+            .chain(jira_prefix(&p.name))
+        {
+            keys.insert(key.to_lowercase());
+            keys.insert(key);
+        }
+    }
+    let mut near: BTreeSet<String> = BTreeSet::new();
+    for (kind, values) in prints {
+        let values: Vec<String> = values.into_iter().collect();
+        for row in store.match_sharing(kind.as_str(), &values, true).await? {
+            near.insert(row.address);
+        }
+    }
+    let keys: Vec<String> = keys.into_iter().collect();
+    for row in store
+        .match_sharing(AliasKind::Key.as_str(), &keys, true)
+        .await?
+    {
+        near.insert(row.address);
+    }
+    let near: Vec<String> = near.into_iter().collect();
+    let rows = store.match_spaces_at(&near, true).await?;
+    let aliases = store.match_aliases_of(&near).await?;
+    let mut mapped: BTreeSet<String> = BTreeSet::new();
+    for r in &rows {
+        mapped.insert(r.address.clone());
+        mapped.extend(r.container.clone());
+    }
+    let mapped: Vec<String> = mapped.into_iter().collect();
+    let mappings = mappings_from_rows(store.mappings_of(&mapped).await?);
+    let named: Vec<String> = mappings
+        .values()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let places = store
+        .places_at(&named)
+        .await?
+        .into_iter()
+        .map(|p| place_of(p, Vec::new()))
+        .collect();
+    Ok((places, spaces_from_rows(rows, aliases), mappings))
 }
 
 async fn refresh_one(
@@ -180,17 +267,14 @@ async fn refresh_one(
     places: &[Place],
     company: &[Space],
     mappings: &HashMap<SpaceAddress, String>,
+    private: &[Space],
 ) -> Result<SuggestionFigures> {
-    let private = spaces_from_rows(
-        store.person_match_spaces(person).await?,
-        store.person_match_aliases(person).await?,
-    );
     let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();
     let names: HashMap<&str, &str> = places
         .iter()
         .map(|p| (p.id.as_str(), p.name.as_str()))
         .collect();
-    let round: Vec<NewSuggestion> = suggest(places, company, mappings, &private)
+    let round: Vec<NewSuggestion> = suggest(places, company, mappings, private)
         .iter()
         .map(|m| to_new_suggestion(m, &member_of, &names))
         .collect();

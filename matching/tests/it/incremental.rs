@@ -17,7 +17,11 @@ use cmcp_domain::{
     SpaceState, Token,
 };
 use cmcp_matching::refresh::to_rows;
-use cmcp_matching::{Settings, load_input, propose, refresh_changed, refresh_proposals};
+use cmcp_matching::suggest::{suggest, to_new_suggestion};
+use cmcp_matching::{
+    Evidence, FingerprintKind, Place, Settings, Space, input_near, load_input, private_spaces,
+    propose, refresh_changed, refresh_proposals,
+};
 use cmcp_registry::testing::{AnotherRound, TestDb, cipher};
 use cmcp_registry::{
     Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, both_backends,
@@ -30,6 +34,7 @@ both_backends!(
     rejected_stays_rejected_and_a_rerun_proposes_nothing,
     the_full_recompute_pages_through_every_container_and_supersedes_the_gone,
     a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile,
+    a_persons_suggestions_read_by_index_are_the_whole_registrys,
 );
 
 const COMPANY: &str = "bb-acme";
@@ -332,6 +337,44 @@ async fn decide_random(store: &Store, rng: &mut StdRng, from: ProposalState, d: 
     }
 }
 
+/// Ada's round as it would be stored (words and hashes with the places'
+/// names; she belongs to no place).
+fn stored(
+    places: &[Place],
+    company: &[Space],
+    mappings: &std::collections::HashMap<SpaceAddress, String>,
+    private: &[Space],
+) -> Vec<cmcp_registry::NewSuggestion> {
+    let names = places
+        .iter()
+        .map(|p| (p.id.as_str(), p.name.as_str()))
+        .collect();
+    suggest(places, company, mappings, private)
+        .iter()
+        .map(|m| to_new_suggestion(m, &Default::default(), &names))
+        .collect()
+}
+
+/// A private repo of Ada's, drawn from the company's pools of names,
+/// remotes, root commits and host ids.
+async fn add_private(store: &Store, w: &mut World, rng: &mut StdRng) {
+    let mut r = w.new_repo(rng);
+    r.address = address(SpaceKind::BitbucketRepo, "acme", &format!("x{}", w.next));
+    apply_private(store, &r).await;
+    w.private.push(r);
+}
+
+async fn apply_private(store: &Store, r: &SpaceRecord) {
+    store
+        .apply_page(
+            PERSON,
+            &Owner::Person("ada".into()),
+            std::slice::from_ref(r),
+        )
+        .await
+        .unwrap();
+}
+
 /// One random change to the registry or its decisions.
 async fn change(store: &Store, w: &mut World, rng: &mut StdRng) {
     match rng.random_range(0..14) {
@@ -406,20 +449,8 @@ async fn change(store: &Store, w: &mut World, rng: &mut StdRng) {
             };
             apply(store, &r.clone()).await;
         }
-        8 => {
-            // A person's private repo (never matched) sharing a remote…
-            let mut r = w.new_repo(rng);
-            r.address = address(SpaceKind::BitbucketRepo, "acme", &format!("x{}", w.next));
-            store
-                .apply_page(
-                    PERSON,
-                    &Owner::Person("ada".into()),
-                    std::slice::from_ref(&r),
-                )
-                .await
-                .unwrap();
-            w.private.push(r);
-        }
+        // A person's private repo (never matched) sharing a remote…
+        8 => add_private(store, w, rng).await,
         9 => {
             // …until a company connection sees it and takes it over.
             if let Some(r) = w.private.pop() {
@@ -757,4 +788,73 @@ async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: Te
         .await
         .expect("a turn dropped without being given back is not kept");
     another.end().await;
+}
+
+/// A person's round reads the company by index from their own spaces
+/// ([`input_near`]); on random registries after random changes
+/// (renames, tombstones, take-overs, approvals and undos, places changed)
+/// it finds exactly what the rungs find on the whole registry, and the
+/// rounds between them reach every rung a person's space can climb.
+async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb) {
+    let store = &db.store;
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut w = build(store, &mut rng).await;
+    // Ada's own projects carry keys too (the key rung starts from them as
+    // well as from a repo named after one).
+    for i in 0..3 {
+        let mut r = record(
+            address(SpaceKind::BitbucketProject, "ada", &format!("own{i}")),
+            word(&mut rng, &NAMES),
+            None,
+        );
+        set_alias(
+            &mut r,
+            AliasKind::Key,
+            Some(&word(&mut rng, &KEYS).to_lowercase()),
+        );
+        apply_private(store, &r).await;
+    }
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut suggested = 0;
+    for round in 0..60 {
+        for _ in 0..rng.random_range(1..=3) {
+            change(store, &mut w, &mut rng).await;
+        }
+        if round % 3 == 0 {
+            // More private repos than the changes alone make.
+            add_private(store, &mut w, &mut rng).await;
+        }
+        let private = private_spaces(store, "ada").await.unwrap();
+        let (places, company, mappings) = load_input(store).await.unwrap();
+        let whole = suggest(&places, &company, &mappings, &private);
+        let (near_places, near, near_mappings) = input_near(store, &private).await.unwrap();
+        assert_eq!(
+            stored(&near_places, &near, &near_mappings, &private),
+            stored(&places, &company, &mappings, &private),
+            "round {round}: read by index, the round stores something else"
+        );
+        assert!(
+            near.len() <= company.len() && near_places.len() <= places.len(),
+            "round {round}: read more than the registry has"
+        );
+        suggested += whole.len();
+        for m in &whole {
+            for e in &m.evidence {
+                seen.insert(match e {
+                    Evidence::SameFirstCommit { .. } => "first commit",
+                    Evidence::SameFingerprint {
+                        what: FingerprintKind::HostRepoId,
+                        ..
+                    } => "host id",
+                    Evidence::SameFingerprint { .. } => "remote",
+                    Evidence::JiraKey { .. } => "jira key",
+                    _ => "other",
+                });
+            }
+        }
+    }
+    assert!(suggested > 0, "no round suggested anything");
+    for rung in ["first commit", "host id", "remote", "jira key"] {
+        assert!(seen.contains(rung), "no {rung} in any round: {seen:?}");
+    }
 }

@@ -14,6 +14,7 @@ use sqlx::{AssertSqlSafe, Postgres};
 use tokio::sync::OwnedMutexGuard;
 
 use super::changes::{ChangeRow, Cursor};
+use super::places::{PLACE_COLUMNS, RawPlace};
 use super::proposals::{MappingRow, MatchAliasRow, MatchSpaceRow};
 use super::{Store, on_pool};
 use crate::error::Result;
@@ -412,6 +413,14 @@ impl Store {
         let sql = "SELECT space_address, place_id, approved_by, proposal_id, created_at FROM mappings \
                    WHERE space_address IN ({in})";
         Ok(fetch_chunks!(self, MappingRow, sql, addresses))
+    }
+
+    /// The places with one of `ids`, active and retired (a person's
+    /// suggestions need only the places their mappings name).
+    pub async fn places_at(&self, ids: &[String]) -> Result<Vec<crate::PlaceRow>> {
+        let sql = format!("SELECT {PLACE_COLUMNS} FROM places WHERE id IN ({{in}})");
+        let raws = fetch_chunks!(self, RawPlace, sql, ids);
+        Ok(raws.into_iter().map(crate::PlaceRow::from).collect())
     }
 
     /// The approved mappings of spaces with one of `stable_ids`.

@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
+use sqlx::AssertSqlSafe;
 
 use super::audit::{NewAuditEntry, insert_audit};
 use super::{Store, in_tx, now_ms, on_pool};
@@ -78,8 +79,12 @@ pub struct PlaceFigures {
     pub retired: u64,
 }
 
+/// The columns of a [`RawPlace`].
+pub(super) const PLACE_COLUMNS: &str =
+    "id, kind, name, place_key, status, retired_at, created_at, updated_at";
+
 #[derive(sqlx::FromRow)]
-struct RawPlace {
+pub(super) struct RawPlace {
     id: String,
     kind: String,
     name: String,
@@ -305,12 +310,9 @@ impl Store {
 
     /// Every place, active and retired, by id.
     pub async fn list_places(&self) -> Result<Vec<PlaceRow>> {
+        let sql = format!("SELECT {PLACE_COLUMNS} FROM places ORDER BY id");
         let raws: Vec<RawPlace> = on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT id, kind, name, place_key, status, retired_at, created_at, updated_at FROM places ORDER BY id",
-            )
-            .fetch_all(pool)
-            .await?
+            sqlx::query_as(AssertSqlSafe(sql)).fetch_all(pool).await?
         });
         Ok(raws.into_iter().map(PlaceRow::from).collect())
     }
