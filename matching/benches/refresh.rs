@@ -14,8 +14,8 @@
 //! repos sharing remotes with company repos (some in mapped containers),
 //! refreshed as after a sync of her connection (the company read by index
 //! from her spaces), against the same round over the whole registry read
-//! at once (`refresh_all_suggestions`, what every personal sync did
-//! before).
+//! at once, what every personal sync did before (computed, not stored: the
+//! reference is spared the write).
 //!
 //! `cargo bench -p cmcp-matching --bench refresh` (with
 //! `CMCP_TEST_POSTGRES_URL` for PostgreSQL too).
@@ -27,8 +27,9 @@ use cmcp_domain::{
     Alias, AliasKind, ConnectionSpec, Owner, Platform, SpaceAddress, SpaceKind, SpaceRecord,
     SpaceState, Token,
 };
+use cmcp_matching::suggest::suggest;
 use cmcp_matching::{
-    Settings, refresh_all_suggestions, refresh_changed, refresh_proposals, refresh_suggestions,
+    Settings, load_input, private_spaces, refresh_changed, refresh_proposals, refresh_suggestions,
 };
 use cmcp_registry::testing::{TestDb, cipher};
 use cmcp_registry::{NewConnection, PlaceInput, Store, StoreOptions};
@@ -313,9 +314,12 @@ async fn child(mode: &str, url: &str, n: usize) {
                     let f = refresh_suggestions(&store, "ada").await.expect("suggest");
                     (opened, withdrawn) = (opened + f.opened, withdrawn + f.withdrawn);
                 } else {
-                    refresh_all_suggestions(&store)
-                        .await
-                        .expect("suggest-whole");
+                    // The round as every personal sync ran it before: the
+                    // whole registry read, then Ada's spaces against it
+                    // (computed, not stored).
+                    let private = private_spaces(&store, "ada").await.expect("private");
+                    let (places, company, mappings) = load_input(&store).await.expect("input");
+                    std::hint::black_box(suggest(&places, &company, &mappings, &private));
                 }
                 times.push(started.elapsed());
             }

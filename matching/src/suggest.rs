@@ -18,7 +18,7 @@ use cmcp_registry::{NewSuggestion, Store, SuggestionFigures, SuggestionKind};
 use crate::Result;
 use crate::evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
 use crate::ladder::{Place, Space, jira_prefix};
-use crate::refresh::{load_input, mappings_from_rows, place_of, spaces_from_rows};
+use crate::refresh::{mappings_from_rows, place_of, spaces_from_rows};
 
 /// One private space matching one place.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,14 +167,15 @@ pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<Suggesti
 }
 
 /// [`refresh_suggestions`] for everyone with a private space (after an
-/// import of places changed who belongs where): the whole registry is
-/// read once for all of them.
+/// import of places changed who belongs where), one person at a time: the
+/// whole costs what the people have, and memory stays that of one
+/// person's round. (One read of the whole registry for everyone held the
+/// organisation in memory at once, and each person's round then went
+/// through every company space again.)
 pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
-    let (places, company, mappings) = load_input(store).await?;
     let people = store.people_with_private_spaces().await?;
     for person in &people {
-        let private = private_spaces(store, person).await?;
-        refresh_one(store, person, &places, &company, &mappings, &private).await?;
+        refresh_suggestions(store, person).await?;
     }
     Ok(people.len() as u64)
 }
@@ -188,7 +189,7 @@ pub async fn private_spaces(store: &Store, person: &str) -> Result<Vec<Space>> {
 }
 
 /// What a person's round can reach from `private`, read by index, as
-/// [`load_input`] gives it for the whole registry: the company spaces
+/// [`crate::load_input`] gives it for the whole registry: the company spaces
 /// sharing a fingerprint with one of them, the Jira projects holding a key
 /// one of them carries or is named after (with all their keys and
 /// fingerprints), the approved mappings of these spaces and of their
