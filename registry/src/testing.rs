@@ -292,6 +292,15 @@ pub async fn settle_changes(store: &Store) {
     }
 }
 
+/// Log a round's wait for the matching turn after `after` instead of
+/// [`crate::store::MATCHING_WAIT_WARNING`] (for the whole process).
+pub fn matching_wait_warning_after(after: std::time::Duration) {
+    crate::store::MATCHING_WAIT_WARNING_MS.store(
+        u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
 /// A round of mapping proposals that another process of the store is
 /// running, until [`AnotherRound::end`]: on PostgreSQL a connection of its
 /// own, outside every pool of this process, holding the rounds' advisory

@@ -1,14 +1,17 @@
 //! Trace-level logs never carry a token. This binary installs one global
 //! subscriber at TRACE (every thread, every crate, `log` records included)
 //! that writes into memory, runs syncs with faults and a refused token on
-//! both backends, and searches everything that was logged.
+//! both backends, and searches everything that was logged. It also reads
+//! there what an operator is told of a round of mapping proposals stuck
+//! behind another.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use cmcp_domain::Owner;
 use cmcp_fixtures::{Faults, GithubSimConfig};
-use cmcp_registry::testing::TestDb;
+use cmcp_registry::testing::{AnotherRound, TestDb};
 use cmcp_tests::{CONNECTION, Harness, TOKEN, assert_database_has_no_token, fast_http};
 use cmcp_worker::{SyncOutcome, run_sync};
 
@@ -30,6 +33,18 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
     type Writer = Capture;
     fn make_writer(&'a self) -> Capture {
         self.clone()
+    }
+}
+
+impl Capture {
+    /// What was logged after the first `from` bytes.
+    fn since(&self, from: usize) -> String {
+        let logs = self.0.lock().expect("capture lock");
+        String::from_utf8_lossy(&logs[from.min(logs.len())..]).into_owned()
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().expect("capture lock").len()
     }
 }
 
@@ -119,4 +134,54 @@ async fn trace_logs_never_contain_the_token_postgres() {
         return;
     };
     trace_logs_never_contain_the_token(db).await;
+}
+
+/// A round of mapping proposals waiting for its turn behind another
+/// process's says so after the warning's delay, again after each as long,
+/// and once more when it takes the turn; it still waits, and then runs.
+/// One backend after the other in one test, so that each reads only its
+/// own lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_stuck_behind_another_says_so_and_still_waits() {
+    let capture = capture();
+    cmcp_registry::testing::matching_wait_warning_after(Duration::from_millis(100));
+    let mut dbs = vec![TestDb::sqlite().await];
+    dbs.extend(TestDb::postgres().await);
+    for db in dbs {
+        let backend = format!("{:?}", db.store.backend());
+        let from = capture.len();
+        let other = AnotherRound::begin(&db).await;
+        let store = db.store.clone();
+        let round = tokio::spawn(async move {
+            cmcp_matching::refresh_proposals(&store, &Default::default()).await
+        });
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let waiting = capture.since(from);
+        let warnings = waiting.matches("still waiting for its turn").count();
+        assert!(
+            (2..=5).contains(&warnings),
+            "{backend}: {warnings} warnings in 450 ms of waiting:\n{waiting}"
+        );
+        assert!(waiting.contains("WARN"), "{backend}: logged as a warning");
+        assert!(!round.is_finished(), "{backend}: the round waits on");
+        other.end().await;
+        round
+            .await
+            .expect("the round's task")
+            .expect("the round ran once its turn came");
+        let all = capture.since(from);
+        assert!(
+            all.contains("took its turn after a long wait"),
+            "{backend}: the end of the wait is logged:\n{all}"
+        );
+        // A round that finds the turn free says nothing of waiting.
+        let from = capture.len();
+        cmcp_matching::refresh_proposals(&db.store, &Default::default())
+            .await
+            .expect("a round");
+        assert!(
+            !capture.since(from).contains("its turn"),
+            "{backend}: a free turn is not a wait"
+        );
+    }
 }

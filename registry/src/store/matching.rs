@@ -8,6 +8,8 @@
 //! [`CHUNK`] (both dialects bind `$n` placeholders; no value is ever
 //! written into the SQL text).
 
+use std::time::{Duration, Instant};
+
 use cmcp_domain::SpaceKind;
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Postgres};
@@ -128,6 +130,47 @@ pub struct SharingRow {
     pub value: String,
 }
 
+/// How long a round of mapping proposals waits for its turn before the
+/// wait is logged ([`Store::matching_turn`]): longer than a full recompute
+/// of a 1,000,000-space registry takes.
+pub const MATCHING_WAIT_WARNING: Duration = Duration::from_secs(60);
+
+/// Tests: the wait logged after this many milliseconds instead (0: as
+/// [`MATCHING_WAIT_WARNING`]).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) static MATCHING_WAIT_WARNING_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+fn matching_wait_warning() -> Duration {
+    #[cfg(any(test, feature = "testing"))]
+    {
+        let ms = MATCHING_WAIT_WARNING_MS.load(std::sync::atomic::Ordering::Relaxed);
+        if ms > 0 {
+            return Duration::from_millis(ms);
+        }
+    }
+    MATCHING_WAIT_WARNING
+}
+
+/// Await `wait` (a wait for the matching turn, held by `whom`), logging a
+/// warning each [`matching_wait_warning`] it lasts. The wait itself is
+/// never dropped: the warning is written beside it.
+async fn said_if_long<F: std::future::Future>(wait: F, started: Instant, whom: &str) -> F::Output {
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            out = &mut wait => return out,
+            () = tokio::time::sleep(matching_wait_warning()) => {
+                tracing::warn!(
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    held_by = whom,
+                    "a round of mapping proposals is still waiting for its turn: the round before has not ended"
+                );
+            }
+        }
+    }
+}
+
 /// `$start, $start+1, …` for `n` values.
 fn params(start: usize, n: usize) -> String {
     (start..start + n)
@@ -158,9 +201,13 @@ macro_rules! fetch_chunks {
 impl Store {
     /// Wait for this round of mapping proposals' turn ([`MatchingTurn`]):
     /// as long as the round before takes, which a full recompute of a
-    /// large registry makes seconds.
+    /// large registry makes seconds. A wait longer than
+    /// [`MATCHING_WAIT_WARNING`] is logged, and again after each as long
+    /// (a round that holds the turn that long is likely stuck, and every
+    /// later round waits behind it); the wait goes on.
     pub async fn matching_turn(&self) -> Result<MatchingTurn> {
-        let local = super::write_turn::matching(self).await;
+        let started = Instant::now();
+        let local = said_if_long(super::write_turn::matching(self), started, "this process").await;
         // The turn owns the connection before it asks for the lock: a wait
         // that is cancelled drops the turn, and so closes the connection
         // the lock may have been granted on.
@@ -171,7 +218,19 @@ impl Store {
             },
             _local: local,
         };
-        turn.advisory("SELECT pg_advisory_lock($1)").await?;
+        said_if_long(
+            turn.advisory("SELECT pg_advisory_lock($1)"),
+            started,
+            "another process",
+        )
+        .await?;
+        let waited = started.elapsed();
+        if waited >= matching_wait_warning() {
+            tracing::info!(
+                waited_ms = waited.as_millis() as u64,
+                "a round of mapping proposals took its turn after a long wait"
+            );
+        }
         Ok(turn)
     }
 
