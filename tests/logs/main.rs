@@ -158,8 +158,10 @@ async fn a_round_stuck_behind_another_says_so_and_still_waits() {
         tokio::time::sleep(Duration::from_millis(450)).await;
         let waiting = capture.since(from);
         let warnings = waiting.matches("still waiting for its turn").count();
+        // Again after each delay: more than once (a busy machine may fire
+        // them late, never fewer).
         assert!(
-            (2..=5).contains(&warnings),
+            warnings >= 2,
             "{backend}: {warnings} warnings in 450 ms of waiting:\n{waiting}"
         );
         assert!(waiting.contains("WARN"), "{backend}: logged as a warning");
