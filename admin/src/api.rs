@@ -138,10 +138,28 @@ pub async fn decide(
     if body.ids.is_empty() {
         return Err(AdminError::BadRequest("no proposals selected".to_owned()));
     }
-    Ok(st
+    let decision: Decision = body.decision.into();
+    let decided = st
         .store
-        .decide_proposals(&body.ids, body.decision.into(), caller_actor, reason)
-        .await?)
+        .decide_proposals(&body.ids, decision, caller_actor, reason)
+        .await?;
+    // An approval or an undo changed mappings: the people they reach see
+    // it in their suggestions now, not after their next sync. The decisions
+    // stand whatever happens here (the next sync of each person's
+    // connection refreshes theirs again).
+    if matches!(decision, Decision::Approve | Decision::Undo) {
+        let containers: Vec<String> = decided.iter().map(|p| p.container.to_string()).collect();
+        match cmcp_matching::refresh_suggestions_after_decision(&st.store, &containers).await {
+            Ok(people) => {
+                tracing::info!(
+                    people = people.len(),
+                    "suggestions refreshed after a decision"
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "could not refresh suggestions after a decision"),
+        }
+    }
+    Ok(decided)
 }
 
 #[utoipa::path(post, path = "/v1/proposals/decisions", request_body = DecideBody,

@@ -21,7 +21,10 @@ pub use ladder::{
     Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose, propose_for,
 };
 pub use refresh::{load_input, place_of, refresh_proposals, spaces_from_rows, to_new_proposal};
-pub use suggest::{input_near, private_spaces, refresh_all_suggestions, refresh_suggestions};
+pub use suggest::{
+    input_near, private_spaces, refresh_all_suggestions, refresh_suggestions,
+    refresh_suggestions_after_decision,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MatchingError {

@@ -180,6 +180,43 @@ pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
     Ok(people.len() as u64)
 }
 
+/// After ADMIN decisions changed the mappings of `containers`, refresh the
+/// suggestions of everyone those mappings can reach, without waiting for
+/// their next sync: the people with a space sharing a fingerprint or a key
+/// with a container or one of its children, or named after one of their
+/// keys (a person's rungs read backwards; a superset). Returns the people
+/// refreshed.
+pub async fn refresh_suggestions_after_decision(
+    store: &Store,
+    containers: &[String],
+) -> Result<BTreeSet<String>> {
+    let mut subjects: BTreeSet<String> = containers.iter().cloned().collect();
+    for kid in store.match_children_of(containers, false).await? {
+        subjects.insert(kid.address);
+    }
+    let subjects: Vec<String> = subjects.into_iter().collect();
+    let mut values: BTreeMap<AliasKind, BTreeSet<String>> = BTreeMap::new();
+    let mut prefixes: BTreeSet<String> = BTreeSet::new();
+    for a in store.match_aliases_of(&subjects).await? {
+        let Some(kind) = a.alias_kind() else { continue };
+        if kind == AliasKind::Key {
+            prefixes.insert(normalise_place_key(&a.value));
+        }
+        values.entry(kind).or_default().insert(a.value);
+    }
+    let mut people: BTreeSet<String> = BTreeSet::new();
+    for (kind, values) in values {
+        let values: Vec<String> = values.into_iter().collect();
+        people.extend(store.people_sharing(kind.as_str(), &values).await?);
+    }
+    let prefixes: Vec<String> = prefixes.into_iter().collect();
+    people.extend(store.people_named_after(&prefixes).await?);
+    for person in &people {
+        refresh_suggestions(store, person).await?;
+    }
+    Ok(people)
+}
+
 /// `person`'s spaces as the rungs compare them.
 pub async fn private_spaces(store: &Store, person: &str) -> Result<Vec<Space>> {
     Ok(spaces_from_rows(

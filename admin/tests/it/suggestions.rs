@@ -18,11 +18,12 @@ use cmcp_admin::testing::{response_schema, violations};
 both_backends!(
     suggestions_are_the_persons_alone_and_answers_are_audited,
     requests_reach_the_admins_alone,
+    an_admins_decision_reaches_the_persons_suggestions_at_once,
 );
 
-/// The company's Payments project (mapped to place `pay`) with its repo;
-/// alice's mirror of that repo (same remote) and her notes.
-pub async fn seed(store: &Store) {
+/// The company's Payments project (proposed for place `pay`) with its
+/// repo; alice's mirror of that repo (same remote) and her notes.
+async fn unmapped(store: &Store) {
     connection(store, "bb").await;
     let alice = Owner::Person("alice".into());
     connection_of(store, "bb-alice", alice.clone()).await;
@@ -61,19 +62,34 @@ pub async fn seed(store: &Store) {
         .await
         .unwrap();
     refresh(store).await;
-    let ids: Vec<i64> = proposals(store, "proposed")
-        .await
-        .iter()
-        .filter(|p| p.container.to_string() == "space:bitbucket-project:acme/p-1")
-        .map(|p| p.id)
-        .collect();
+}
+
+/// [`unmapped`], then the Payments project approved for `pay`, and alice's
+/// suggestions refreshed.
+pub async fn seed(store: &Store) {
+    unmapped(store).await;
     store
-        .decide_proposals(&ids, Decision::Approve, "admin", None)
+        .decide_proposals(
+            &payments_proposals(store).await,
+            Decision::Approve,
+            "admin",
+            None,
+        )
         .await
         .unwrap();
     cmcp_matching::refresh_suggestions(store, "alice")
         .await
         .unwrap();
+}
+
+/// The open proposals of the Payments project.
+async fn payments_proposals(store: &Store) -> Vec<i64> {
+    proposals(store, "proposed")
+        .await
+        .iter()
+        .filter(|p| p.container.to_string() == "space:bitbucket-project:acme/p-1")
+        .map(|p| p.id)
+        .collect()
 }
 
 async fn call(
@@ -387,4 +403,53 @@ async fn requests_reach_the_admins_alone(db: TestDb) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
     assert_eq!(all[0]["person"], "alice");
+}
+
+/// An ADMIN's approval reaches the people it concerns at once, not after
+/// their next sync: alice's mirror of a repo of the approved project gets
+/// its suggestion as the decision is answered, and the undo takes it away.
+async fn an_admins_decision_reaches_the_persons_suggestions_at_once(db: TestDb) {
+    let store = &db.store;
+    unmapped(store).await;
+    cmcp_matching::refresh_suggestions(store, "alice")
+        .await
+        .unwrap();
+    let open = |rows: Vec<cmcp_registry::SuggestionRow>| -> Vec<(String, Option<String>)> {
+        rows.into_iter()
+            .filter(|r| r.state == cmcp_registry::SuggestionState::Open)
+            .map(|r| (r.space_name.unwrap_or_default(), r.place_id))
+            .collect()
+    };
+    assert!(open(store.list_suggestions("alice").await.unwrap()).is_empty());
+    let srv = serve(&db).await;
+    let admin = admin(store).await;
+    let ids = payments_proposals(store).await;
+    assert!(!ids.is_empty(), "Payments is proposed for pay");
+    let (status, answer) = call(
+        &srv,
+        Method::POST,
+        "/v1/proposals/decisions",
+        &admin,
+        Some(json!({"ids": ids, "decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(
+        open(store.list_suggestions("alice").await.unwrap()),
+        vec![("billing-mirror".to_owned(), Some("pay".to_owned()))],
+        "the approval suggested the mirror to alice at once"
+    );
+    let (status, answer) = call(
+        &srv,
+        Method::POST,
+        "/v1/proposals/decisions",
+        &admin,
+        Some(json!({"ids": ids, "decision": "undo", "reason": "wrong project"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(
+        open(store.list_suggestions("alice").await.unwrap()).is_empty(),
+        "the undo took the suggestion away"
+    );
 }

@@ -20,7 +20,7 @@ use cmcp_matching::refresh::to_rows;
 use cmcp_matching::suggest::{suggest, to_new_suggestion};
 use cmcp_matching::{
     Evidence, FingerprintKind, Place, Settings, Space, input_near, load_input, private_spaces,
-    propose, refresh_changed, refresh_proposals,
+    propose, refresh_changed, refresh_proposals, refresh_suggestions_after_decision,
 };
 use cmcp_registry::testing::{AnotherRound, TestDb, cipher};
 use cmcp_registry::{
@@ -337,8 +337,25 @@ async fn decide_random(store: &Store, rng: &mut StdRng, from: ProposalState, d: 
     }
 }
 
-/// Ada's round as it would be stored (words and hashes with the places'
-/// names; she belongs to no place).
+/// The people of the suggestions test: Ada (repos from the company's
+/// pools), Bo (repos known by their names only), Cy (projects with keys).
+const PEOPLE: [&str; 3] = ["ada", "bo", "cy"];
+
+/// Everyone's rounds on the whole registry.
+async fn rounds(
+    store: &Store,
+) -> std::collections::BTreeMap<&'static str, Vec<cmcp_registry::NewSuggestion>> {
+    let (places, company, mappings) = load_input(store).await.unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for person in PEOPLE {
+        let private = private_spaces(store, person).await.unwrap();
+        out.insert(person, stored(&places, &company, &mappings, &private));
+    }
+    out
+}
+
+/// A person's round as it would be stored (words and hashes with the
+/// places' names; they belong to no place).
 fn stored(
     places: &[Place],
     company: &[Space],
@@ -365,10 +382,15 @@ async fn add_private(store: &Store, w: &mut World, rng: &mut StdRng) {
 }
 
 async fn apply_private(store: &Store, r: &SpaceRecord) {
+    apply_owned(store, PERSON, "ada", r).await;
+}
+
+/// `r` as `person`'s, listed by their connection `connection`.
+async fn apply_owned(store: &Store, connection: &str, person: &str, r: &SpaceRecord) {
     store
         .apply_page(
-            PERSON,
-            &Owner::Person("ada".into()),
+            connection,
+            &Owner::Person(person.into()),
             std::slice::from_ref(r),
         )
         .await
@@ -791,31 +813,42 @@ async fn a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile(db: Te
 }
 
 /// A person's round reads the company by index from their own spaces
-/// ([`input_near`]); on random registries after random changes
+/// ([`input_near`]); for three people, on random registries after random changes
 /// (renames, tombstones, take-overs, approvals and undos, places changed)
 /// it finds exactly what the rungs find on the whole registry, and the
-/// rounds between them reach every rung a person's space can climb.
+/// rounds between them reach every rung a person's space can climb. An
+/// ADMIN decision reaches everyone whose round it changes
+/// ([`refresh_suggestions_after_decision`]): Ada, Bo, whose repos are
+/// known by their names only, and Cy, whose projects by their keys only.
 async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb) {
     let store = &db.store;
     let mut rng = StdRng::seed_from_u64(41);
     let mut w = build(store, &mut rng).await;
-    // Ada's own projects carry keys too (the key rung starts from them as
-    // well as from a repo named after one).
-    for i in 0..3 {
+    // Cy's projects carry only keys (the key rung starts from them as well
+    // as from a repo named after one, as Ada's and Bo's are).
+    connection(store, "bb-cy", Owner::Person("cy".into())).await;
+    for (i, key) in KEYS.iter().enumerate() {
         let mut r = record(
-            address(SpaceKind::BitbucketProject, "ada", &format!("own{i}")),
+            address(SpaceKind::BitbucketProject, "cy", &format!("own{i}")),
             word(&mut rng, &NAMES),
             None,
         );
-        set_alias(
-            &mut r,
-            AliasKind::Key,
-            Some(&word(&mut rng, &KEYS).to_lowercase()),
+        set_alias(&mut r, AliasKind::Key, Some(&key.to_lowercase()));
+        apply_owned(store, "bb-cy", "cy", &r).await;
+    }
+    // Bo's repos only carry names, some headed by a Jira key.
+    connection(store, "bb-bo", Owner::Person("bo".into())).await;
+    for (i, name) in REPO_NAMES.iter().enumerate() {
+        let r = record(
+            address(SpaceKind::BitbucketRepo, "bo", &format!("b{i}")),
+            name,
+            None,
         );
-        apply_private(store, &r).await;
+        apply_owned(store, "bb-bo", "bo", &r).await;
     }
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut suggested = 0;
+    let mut mattered: BTreeSet<&str> = BTreeSet::new();
     for round in 0..60 {
         for _ in 0..rng.random_range(1..=3) {
             change(store, &mut w, &mut rng).await;
@@ -824,19 +857,57 @@ async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb)
             // More private repos than the changes alone make.
             add_private(store, &mut w, &mut rng).await;
         }
-        let private = private_spaces(store, "ada").await.unwrap();
         let (places, company, mappings) = load_input(store).await.unwrap();
-        let whole = suggest(&places, &company, &mappings, &private);
-        let (near_places, near, near_mappings) = input_near(store, &private).await.unwrap();
-        assert_eq!(
-            stored(&near_places, &near, &near_mappings, &private),
-            stored(&places, &company, &mappings, &private),
-            "round {round}: read by index, the round stores something else"
-        );
-        assert!(
-            near.len() <= company.len() && near_places.len() <= places.len(),
-            "round {round}: read more than the registry has"
-        );
+        let mut whole = Vec::new();
+        for person in PEOPLE {
+            let private = private_spaces(store, person).await.unwrap();
+            let (near_places, near, near_mappings) = input_near(store, &private).await.unwrap();
+            assert_eq!(
+                stored(&near_places, &near, &near_mappings, &private),
+                stored(&places, &company, &mappings, &private),
+                "round {round}: read by index, {person}'s round stores something else"
+            );
+            assert!(
+                near.len() <= company.len() && near_places.len() <= places.len(),
+                "round {round}: read more than the registry has"
+            );
+            whole.extend(suggest(&places, &company, &mappings, &private));
+        }
+        // An ADMIN decision reaches each person whose round it changes.
+        let from = if rng.random_bool(0.6) {
+            ProposalState::Proposed
+        } else {
+            ProposalState::Approved
+        };
+        let ids = ids_in(store, from).await;
+        if !ids.is_empty() {
+            let d = match from {
+                ProposalState::Proposed => Decision::Approve,
+                _ => Decision::Undo,
+            };
+            let before = rounds(store).await;
+            // An approval may be refused (the container is mapped already).
+            if let Ok(decided) = store
+                .decide_proposals(&[*pick(&mut rng, &ids)], d, "admin", Some("test"))
+                .await
+            {
+                let after = rounds(store).await;
+                let containers: Vec<String> =
+                    decided.iter().map(|p| p.container.to_string()).collect();
+                let reached = refresh_suggestions_after_decision(store, &containers)
+                    .await
+                    .unwrap();
+                for (person, round_before) in &before {
+                    if after[person] != *round_before {
+                        assert!(
+                            reached.contains(*person),
+                            "round {round}: a decision on {containers:?} changed {person}'s round and did not reach them"
+                        );
+                        mattered.insert(*person);
+                    }
+                }
+            }
+        }
         suggested += whole.len();
         for m in &whole {
             for e in &m.evidence {
@@ -854,6 +925,12 @@ async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb)
         }
     }
     assert!(suggested > 0, "no round suggested anything");
+    // Bo is reached only by the names of his repos, Cy only by keys.
+    assert_eq!(
+        mattered,
+        BTreeSet::from(PEOPLE),
+        "decisions changed the rounds of"
+    );
     for rung in ["first commit", "host id", "remote", "jira key"] {
         assert!(seen.contains(rung), "no {rung} in any round: {seen:?}");
     }

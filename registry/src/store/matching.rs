@@ -8,6 +8,7 @@
 //! [`CHUNK`] (both dialects bind `$n` placeholders; no value is ever
 //! written into the SQL text).
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use cmcp_domain::SpaceKind;
@@ -168,6 +169,14 @@ async fn said_if_long<F: std::future::Future>(wait: F, started: Instant, whom: &
                 );
             }
         }
+    }
+}
+
+/// The person a space's `owner` column names, if a person.
+fn person_of(owner: &str) -> Option<String> {
+    match cmcp_domain::Owner::from_db(owner) {
+        cmcp_domain::Owner::Person(p) => Some(p),
+        cmcp_domain::Owner::Company => None,
     }
 }
 
@@ -458,6 +467,39 @@ impl Store {
         let sql = "SELECT s.address, s.kind, s.display_name, s.container FROM spaces s \
                    WHERE s.name_prefix IS NOT NULL AND s.name_prefix IN ({in})";
         Ok(fetch_chunks!(self, MatchSpaceRow, sql, prefixes))
+    }
+
+    /// The people (their ids) owning a space, tombstoned or not, with an
+    /// active alias of `kind` whose value is one of `values`: whose
+    /// suggestions a change to spaces with those fingerprints or keys can
+    /// change (a superset).
+    pub async fn people_sharing(&self, kind: &str, values: &[String]) -> Result<BTreeSet<String>> {
+        let mut out = BTreeSet::new();
+        for chunk in values.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT DISTINCT s.owner FROM aliases a JOIN spaces s ON s.address = a.space_address \
+                 WHERE a.kind = $1 AND a.value IN ({}) AND a.valid_to IS NULL AND s.owner <> 'company'",
+                params(2, chunk.len())
+            );
+            let rows: Vec<(String,)> = on_pool!(self, pool => {
+                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind(kind);
+                for v in chunk {
+                    q = q.bind(v);
+                }
+                q.fetch_all(pool).await?
+            });
+            out.extend(rows.into_iter().filter_map(|(o,)| person_of(&o)));
+        }
+        Ok(out)
+    }
+
+    /// The people owning a space whose name starts with one of `prefixes`
+    /// and a dash (as [`Store::match_named_after`]).
+    pub async fn people_named_after(&self, prefixes: &[String]) -> Result<BTreeSet<String>> {
+        let sql = "SELECT DISTINCT s.owner FROM spaces s \
+                   WHERE s.name_prefix IS NOT NULL AND s.name_prefix IN ({in}) AND s.owner <> 'company'";
+        let rows = fetch_chunks!(self, (String,), sql, prefixes);
+        Ok(rows.into_iter().filter_map(|(o,)| person_of(&o)).collect())
     }
 
     /// Spaces with one of `stable_ids` (any kind, tenant or state).
