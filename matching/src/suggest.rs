@@ -163,7 +163,25 @@ pub fn to_new_suggestion(
 pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<SuggestionFigures> {
     let private = private_spaces(store, person).await?;
     let (places, company, mappings) = input_near(store, &private).await?;
-    refresh_one(store, person, &places, &company, &mappings, &private).await
+    let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();
+    let names: HashMap<&str, &str> = places
+        .iter()
+        .map(|p| (p.id.as_str(), p.name.as_str()))
+        .collect();
+    let round: Vec<NewSuggestion> = suggest(&places, &company, &mappings, &private)
+        .iter()
+        .map(|m| to_new_suggestion(m, &member_of, &names))
+        .collect();
+    let figures = store.sync_suggestions(person, &round).await?;
+    tracing::info!(
+        private_spaces = private.len(),
+        suggested = round.len(),
+        opened = figures.opened,
+        reopened = figures.reopened,
+        withdrawn = figures.withdrawn,
+        "suggestions refreshed"
+    );
+    Ok(figures)
 }
 
 /// [`refresh_suggestions`] for everyone with a private space (after an
@@ -247,17 +265,11 @@ pub async fn input_near(
         for (kind, value) in &p.fingerprints {
             prints.entry(*kind).or_default().insert(value.clone());
         }
-        // Keys are stored lower-case; the upper-case form as well, so that
-        // a key stored otherwise is still read (the rung compares them
-        // normalised).
-        for key in p
-            .key
-            .iter()
-            .map(|k| normalise_place_key(k))
-            .chain(jira_prefix(&p.name))
-        {
-            keys.insert(key.to_lowercase());
-            keys.insert(key);
+        // Looked up as a key alias is stored (the rung compares them
+        // normalised as places' keys).
+        let carried = p.key.iter().map(|k| normalise_place_key(k));
+        for key in carried.chain(jira_prefix(&p.name)) {
+            keys.extend(AliasKind::Key.normalise(&key));
         }
     }
     let mut near: BTreeSet<String> = BTreeSet::new();
@@ -297,35 +309,6 @@ pub async fn input_near(
         .map(|p| place_of(p, Vec::new()))
         .collect();
     Ok((places, spaces_from_rows(rows, aliases), mappings))
-}
-
-async fn refresh_one(
-    store: &Store,
-    person: &str,
-    places: &[Place],
-    company: &[Space],
-    mappings: &HashMap<SpaceAddress, String>,
-    private: &[Space],
-) -> Result<SuggestionFigures> {
-    let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();
-    let names: HashMap<&str, &str> = places
-        .iter()
-        .map(|p| (p.id.as_str(), p.name.as_str()))
-        .collect();
-    let round: Vec<NewSuggestion> = suggest(places, company, mappings, private)
-        .iter()
-        .map(|m| to_new_suggestion(m, &member_of, &names))
-        .collect();
-    let figures = store.sync_suggestions(person, &round).await?;
-    tracing::info!(
-        private_spaces = private.len(),
-        suggested = round.len(),
-        opened = figures.opened,
-        reopened = figures.reopened,
-        withdrawn = figures.withdrawn,
-        "suggestions refreshed"
-    );
-    Ok(figures)
 }
 
 #[cfg(test)]

@@ -377,12 +377,8 @@ fn stored(
 async fn add_private(store: &Store, w: &mut World, rng: &mut StdRng) {
     let mut r = w.new_repo(rng);
     r.address = address(SpaceKind::BitbucketRepo, "acme", &format!("x{}", w.next));
-    apply_private(store, &r).await;
+    apply_owned(store, PERSON, "ada", &r).await;
     w.private.push(r);
-}
-
-async fn apply_private(store: &Store, r: &SpaceRecord) {
-    apply_owned(store, PERSON, "ada", r).await;
 }
 
 /// `r` as `person`'s, listed by their connection `connection`.

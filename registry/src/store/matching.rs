@@ -189,6 +189,8 @@ fn params(start: usize, n: usize) -> String {
 }
 
 /// One query per chunk of `values`; `sql` holds `{in}` where the list goes.
+/// With `$first`, that is bound as `$1` in every query and the list
+/// follows it.
 macro_rules! fetch_chunks {
     ($store:expr, $row:ty, $sql:expr, $values:expr) => {{
         let mut out: Vec<$row> = Vec::new();
@@ -196,6 +198,21 @@ macro_rules! fetch_chunks {
             let sql = $sql.replace("{in}", &params(1, chunk.len()));
             let rows: Vec<$row> = on_pool!($store, pool => {
                 let mut q = sqlx::query_as(AssertSqlSafe(sql));
+                for v in chunk {
+                    q = q.bind(v);
+                }
+                q.fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        out
+    }};
+    ($store:expr, $row:ty, $sql:expr, $first:expr, $values:expr) => {{
+        let mut out: Vec<$row> = Vec::new();
+        for chunk in $values.chunks(CHUNK) {
+            let sql = $sql.replace("{in}", &params(2, chunk.len()));
+            let rows: Vec<$row> = on_pool!($store, pool => {
+                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind($first);
                 for v in chunk {
                     q = q.bind(v);
                 }
@@ -440,25 +457,13 @@ impl Store {
         values: &[String],
         eligible: bool,
     ) -> Result<Vec<SharingRow>> {
-        let filter = self.filter(eligible);
-        let mut out = Vec::new();
-        for chunk in values.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT s.address, s.container, a.kind, a.value FROM aliases a \
-                 JOIN spaces s ON s.address = a.space_address \
-                 WHERE a.kind = $1 AND a.value IN ({}) AND a.valid_to IS NULL AND {filter}",
-                params(2, chunk.len())
-            );
-            let rows: Vec<SharingRow> = on_pool!(self, pool => {
-                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind(kind);
-                for v in chunk {
-                    q = q.bind(v);
-                }
-                q.fetch_all(pool).await?
-            });
-            out.extend(rows);
-        }
-        Ok(out)
+        let sql = format!(
+            "SELECT s.address, s.container, a.kind, a.value FROM aliases a \
+             JOIN spaces s ON s.address = a.space_address \
+             WHERE a.kind = $1 AND a.value IN ({{in}}) AND a.valid_to IS NULL AND {filter}",
+            filter = self.filter(eligible)
+        );
+        Ok(fetch_chunks!(self, SharingRow, sql, kind, values))
     }
 
     /// Spaces whose name starts with one of `prefixes` and a dash
@@ -474,23 +479,10 @@ impl Store {
     /// suggestions a change to spaces with those fingerprints or keys can
     /// change (a superset).
     pub async fn people_sharing(&self, kind: &str, values: &[String]) -> Result<BTreeSet<String>> {
-        let mut out = BTreeSet::new();
-        for chunk in values.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT DISTINCT s.owner FROM aliases a JOIN spaces s ON s.address = a.space_address \
-                 WHERE a.kind = $1 AND a.value IN ({}) AND a.valid_to IS NULL AND s.owner <> 'company'",
-                params(2, chunk.len())
-            );
-            let rows: Vec<(String,)> = on_pool!(self, pool => {
-                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind(kind);
-                for v in chunk {
-                    q = q.bind(v);
-                }
-                q.fetch_all(pool).await?
-            });
-            out.extend(rows.into_iter().filter_map(|(o,)| person_of(&o)));
-        }
-        Ok(out)
+        let sql = "SELECT DISTINCT s.owner FROM aliases a JOIN spaces s ON s.address = a.space_address \
+                   WHERE a.kind = $1 AND a.value IN ({in}) AND a.valid_to IS NULL AND s.owner <> 'company'";
+        let rows = fetch_chunks!(self, (String,), sql, kind, values);
+        Ok(rows.into_iter().filter_map(|(o,)| person_of(&o)).collect())
     }
 
     /// The people owning a space whose name starts with one of `prefixes`
