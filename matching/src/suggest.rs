@@ -156,6 +156,26 @@ pub fn to_new_suggestion(
     }
 }
 
+/// A person's round as it is stored: [`suggest`]'s matches for their
+/// `private` spaces, each worded with the place's name and a link where
+/// they are `member_of` the place.
+pub fn round_of(
+    places: &[Place],
+    company: &[Space],
+    mappings: &HashMap<SpaceAddress, String>,
+    private: &[Space],
+    member_of: &HashSet<String>,
+) -> Vec<NewSuggestion> {
+    let names: HashMap<&str, &str> = places
+        .iter()
+        .map(|p| (p.id.as_str(), p.name.as_str()))
+        .collect();
+    suggest(places, company, mappings, private)
+        .iter()
+        .map(|m| to_new_suggestion(m, member_of, &names))
+        .collect()
+}
+
 /// Recomputes and stores `person`'s suggestions (after a sync of one of
 /// their connections). The company side is read by index from the
 /// person's own spaces ([`input_near`]): the round costs what the person
@@ -164,14 +184,7 @@ pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<Suggesti
     let private = private_spaces(store, person).await?;
     let (places, company, mappings) = input_near(store, &private).await?;
     let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();
-    let names: HashMap<&str, &str> = places
-        .iter()
-        .map(|p| (p.id.as_str(), p.name.as_str()))
-        .collect();
-    let round: Vec<NewSuggestion> = suggest(&places, &company, &mappings, &private)
-        .iter()
-        .map(|m| to_new_suggestion(m, &member_of, &names))
-        .collect();
+    let round = round_of(&places, &company, &mappings, &private, &member_of);
     let figures = store.sync_suggestions(person, &round).await?;
     tracing::info!(
         private_spaces = private.len(),

@@ -17,7 +17,7 @@ use cmcp_domain::{
     SpaceState, Token,
 };
 use cmcp_matching::refresh::to_rows;
-use cmcp_matching::suggest::{suggest, to_new_suggestion};
+use cmcp_matching::suggest::{round_of, suggest};
 use cmcp_matching::{
     Evidence, FingerprintKind, Place, Settings, Space, input_near, load_input, private_spaces,
     propose, refresh_changed, refresh_proposals, refresh_suggestions_after_decision,
@@ -362,14 +362,7 @@ fn stored(
     mappings: &std::collections::HashMap<SpaceAddress, String>,
     private: &[Space],
 ) -> Vec<cmcp_registry::NewSuggestion> {
-    let names = places
-        .iter()
-        .map(|p| (p.id.as_str(), p.name.as_str()))
-        .collect();
-    suggest(places, company, mappings, private)
-        .iter()
-        .map(|m| to_new_suggestion(m, &Default::default(), &names))
-        .collect()
+    round_of(places, company, mappings, private, &Default::default())
 }
 
 /// A private repo of Ada's, drawn from the company's pools of names,
