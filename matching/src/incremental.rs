@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cmcp_domain::{AliasKind, SpaceAddress, SpaceKind};
+use cmcp_domain::{AliasKind, Owner, SpaceAddress, SpaceKind};
 use cmcp_registry::store::normalise_place_key;
 use cmcp_registry::{ChangeKind, MatchBacklog, ProposalFigures, Store};
 
@@ -40,6 +40,7 @@ use crate::refresh::{
     in_turn, load_places, mappings_from_rows, recompute, refresh_proposals, spaces_from_rows,
     to_rows,
 };
+use crate::suggest::{people_reached, refresh_suggestions};
 
 /// Feed rows (or dirty rows) above which one full recompute is cheaper.
 pub const MAX_BACKLOG: usize = 20_000;
@@ -69,27 +70,49 @@ pub async fn refresh_after_sync(
 /// (full or incremental), and move the ladder's position past them. Runs
 /// in the store's matching turn, so it reads what the round before it
 /// wrote.
+///
+/// Then the people whose suggestions those changes can reach
+/// ([`company_changes_reach`]) have them refreshed, each read by index,
+/// instead of waiting for their own next sync (up to a day); after a
+/// backlog too long to read, everyone with a private space is. A failed
+/// refresh is logged; the next one of that person corrects it.
 pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
-    in_turn(store, changed(store, settings)).await
+    let (figures, people) = in_turn(store, changed(store, settings)).await?;
+    for person in &people {
+        if let Err(error) = refresh_suggestions(store, person).await {
+            tracing::warn!(%error, "could not refresh the suggestions of a person a company change reached");
+        }
+    }
+    Ok(figures)
 }
 
-async fn changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
+/// The proposals refreshed, and the people whose suggestions the changes
+/// can reach.
+async fn changed(
+    store: &Store,
+    settings: &Settings,
+) -> Result<(ProposalFigures, BTreeSet<String>)> {
     let (places_version, ladder_version) = store.matching_places_version().await?;
     if ladder_version.as_deref() != Some(places_version.as_str()) {
+        // The import that changed the places refreshed everyone's
+        // suggestions itself.
         tracing::info!("places changed since the last full recompute; recomputing all proposals");
-        return recompute(store, settings).await;
+        return Ok((recompute(store, settings).await?, BTreeSet::new()));
     }
     let backlog = store.matching_backlog(MAX_BACKLOG).await?;
     if backlog.overflow {
         tracing::info!(
             limit = MAX_BACKLOG,
-            "matching backlog too long; recomputing all proposals"
+            "matching backlog too long; recomputing all proposals and everyone's suggestions"
         );
-        return recompute(store, settings).await;
+        let figures = recompute(store, settings).await?;
+        let everyone = store.people_with_private_spaces().await?;
+        return Ok((figures, everyone.into_iter().collect()));
     }
     if backlog.changes.is_empty() && backlog.dirty.is_empty() {
-        return Ok(ProposalFigures::default());
+        return Ok((ProposalFigures::default(), BTreeSet::new()));
     }
+    let people = company_changes_reach(store, &backlog).await?;
     let containers = affected(store, &backlog).await?;
     let figures = if containers.is_empty() {
         ProposalFigures::default()
@@ -112,9 +135,39 @@ async fn changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> 
         proposed = figures.proposed,
         superseded = figures.superseded,
         unchanged = figures.unchanged,
+        people = people.len(),
         "mapping proposals refreshed for what changed"
     );
-    Ok(figures)
+    Ok((figures, people))
+}
+
+/// The people whose suggestions the company side of `backlog` can reach
+/// ([`people_reached`]): from the spaces it changed, with the alias values
+/// the feed says they gained or lost. A person's own changes are left to
+/// the refresh that follows their own sync. ADMIN decisions refresh the
+/// people they reach as they are made
+/// ([`crate::refresh_suggestions_after_decision`]).
+pub async fn company_changes_reach(
+    store: &Store,
+    backlog: &MatchBacklog,
+) -> Result<BTreeSet<String>> {
+    let mut subjects: BTreeSet<String> = BTreeSet::new();
+    let mut old: BTreeSet<(AliasKind, String)> = BTreeSet::new();
+    for c in backlog.changes.iter().filter(|c| c.owner == Owner::Company) {
+        if let (Some(kind), Some(value)) = (
+            c.detail["alias_kind"]
+                .as_str()
+                .and_then(|k| k.parse::<AliasKind>().ok()),
+            c.detail["value"].as_str(),
+        ) {
+            old.insert((kind, value.to_owned()));
+        }
+        subjects.insert(c.address.to_string());
+    }
+    // Renames and moves (the feed does not say whose).
+    subjects.extend(backlog.dirty.iter().map(|d| d.space_address.clone()));
+    let subjects: Vec<String> = subjects.into_iter().collect();
+    people_reached(store, &subjects, old).await
 }
 
 /// The place index of this process's last refresh, with the places

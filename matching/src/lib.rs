@@ -16,13 +16,13 @@ pub mod similarity;
 pub mod suggest;
 
 pub use evidence::{Evidence, FingerprintKind, combined_confidence, evidence_hash};
-pub use incremental::{refresh_after_sync, refresh_changed};
+pub use incremental::{company_changes_reach, refresh_after_sync, refresh_changed};
 pub use ladder::{
     Candidate, Place, PlaceAlias, PlaceIndex, Settings, Space, Target, propose, propose_for,
 };
 pub use refresh::{load_input, place_of, refresh_proposals, spaces_from_rows, to_new_proposal};
 pub use suggest::{
-    input_near, private_spaces, refresh_all_suggestions, refresh_suggestions,
+    input_near, people_reached, private_spaces, refresh_all_suggestions, refresh_suggestions,
     refresh_suggestions_after_decision,
 };
 

@@ -226,25 +226,49 @@ pub async fn refresh_suggestions_after_decision(
         subjects.insert(kid.address);
     }
     let subjects: Vec<String> = subjects.into_iter().collect();
-    let mut values: BTreeMap<AliasKind, BTreeSet<String>> = BTreeMap::new();
-    let mut prefixes: BTreeSet<String> = BTreeSet::new();
-    for a in store.match_aliases_of(&subjects).await? {
-        let Some(kind) = a.alias_kind() else { continue };
-        if kind == AliasKind::Key {
-            prefixes.insert(normalise_place_key(&a.value));
-        }
-        values.entry(kind).or_default().insert(a.value);
+    let people = people_reached(store, &subjects, BTreeSet::new()).await?;
+    for person in &people {
+        refresh_suggestions(store, person).await?;
     }
+    Ok(people)
+}
+
+/// The people whose suggestions a change of the company spaces at
+/// `subjects` can reach, given the alias values those spaces have and
+/// `old` ones they no longer have (a retired remote still names the
+/// private repos that shared it): the owners of a space sharing a value
+/// with them, or named after one of their keys (a person's rungs read
+/// backwards; a superset), and whoever has a suggestion on one of them (a
+/// private space since taken over by a company connection).
+pub async fn people_reached(
+    store: &Store,
+    subjects: &[String],
+    old: BTreeSet<(AliasKind, String)>,
+) -> Result<BTreeSet<String>> {
+    let mut values: BTreeMap<AliasKind, BTreeSet<String>> = BTreeMap::new();
+    for (kind, value) in old {
+        values.entry(kind).or_default().insert(value);
+    }
+    for a in store.match_aliases_of(subjects).await? {
+        if let Some(kind) = a.alias_kind() {
+            values.entry(kind).or_default().insert(a.value);
+        }
+    }
+    let prefixes: Vec<String> = values
+        .get(&AliasKind::Key)
+        .into_iter()
+        .flatten()
+        .map(|key| normalise_place_key(key))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut people: BTreeSet<String> = BTreeSet::new();
     for (kind, values) in values {
         let values: Vec<String> = values.into_iter().collect();
         people.extend(store.people_sharing(kind.as_str(), &values).await?);
     }
-    let prefixes: Vec<String> = prefixes.into_iter().collect();
     people.extend(store.people_named_after(&prefixes).await?);
-    for person in &people {
-        refresh_suggestions(store, person).await?;
-    }
+    people.extend(store.people_suggested_for(subjects).await?);
     Ok(people)
 }
 

@@ -20,11 +20,13 @@ use cmcp_matching::refresh::to_rows;
 use cmcp_matching::suggest::{round_of, suggest};
 use cmcp_matching::{
     Evidence, FingerprintKind, Place, Settings, Space, input_near, load_input, private_spaces,
-    propose, refresh_changed, refresh_proposals, refresh_suggestions_after_decision,
+    propose, refresh_all_suggestions, refresh_changed, refresh_proposals, refresh_suggestions,
+    refresh_suggestions_after_decision,
 };
 use cmcp_registry::testing::{AnotherRound, TestDb, cipher};
 use cmcp_registry::{
-    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, both_backends,
+    Decision, NewConnection, PlaceInput, ProposalFilter, ProposalState, Store, SuggestionState,
+    both_backends,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -35,6 +37,7 @@ both_backends!(
     the_full_recompute_pages_through_every_container_and_supersedes_the_gone,
     a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile,
     a_persons_suggestions_read_by_index_are_the_whole_registrys,
+    a_company_sync_refreshes_the_suggestions_it_changes,
 );
 
 const COMPANY: &str = "bb-acme";
@@ -342,6 +345,31 @@ async fn decide_random(store: &Store, rng: &mut StdRng, from: ProposalState, d: 
 const PEOPLE: [&str; 3] = ["ada", "bo", "cy"];
 
 /// Everyone's rounds on the whole registry.
+/// Cy, whose projects carry only keys (the key rung starts from them as
+/// well as from a repo named after one, as Ada's and Bo's are), and Bo,
+/// whose repos only carry names, some headed by a Jira key.
+async fn add_bo_and_cy(store: &Store, rng: &mut StdRng) {
+    connection(store, "bb-cy", Owner::Person("cy".into())).await;
+    for (i, key) in KEYS.iter().enumerate() {
+        let mut r = record(
+            address(SpaceKind::BitbucketProject, "cy", &format!("own{i}")),
+            word(rng, &NAMES),
+            None,
+        );
+        set_alias(&mut r, AliasKind::Key, Some(&key.to_lowercase()));
+        apply_owned(store, "bb-cy", "cy", &r).await;
+    }
+    connection(store, "bb-bo", Owner::Person("bo".into())).await;
+    for (i, name) in REPO_NAMES.iter().enumerate() {
+        let r = record(
+            address(SpaceKind::BitbucketRepo, "bo", &format!("b{i}")),
+            name,
+            None,
+        );
+        apply_owned(store, "bb-bo", "bo", &r).await;
+    }
+}
+
 async fn rounds(
     store: &Store,
 ) -> std::collections::BTreeMap<&'static str, Vec<cmcp_registry::NewSuggestion>> {
@@ -388,7 +416,17 @@ async fn apply_owned(store: &Store, connection: &str, person: &str, r: &SpaceRec
 
 /// One random change to the registry or its decisions.
 async fn change(store: &Store, w: &mut World, rng: &mut StdRng) {
-    match rng.random_range(0..14) {
+    let kind = rng.random_range(0..14);
+    change_of(store, w, rng, kind).await;
+}
+
+/// The changes a company connection's sync makes (no decision, no private
+/// repo of its own, no places import).
+const COMPANY_SYNC: [u32; 9] = [0, 1, 2, 3, 4, 5, 6, 7, 9];
+
+/// One random change of kind `kind` ([`change`]).
+async fn change_of(store: &Store, w: &mut World, rng: &mut StdRng, kind: u32) {
+    match kind {
         0 => {
             let i = rng.random_range(0..w.repos.len());
             w.repos[i].display_name = word(rng, &REPO_NAMES).to_string();
@@ -813,28 +851,7 @@ async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb)
     let store = &db.store;
     let mut rng = StdRng::seed_from_u64(41);
     let mut w = build(store, &mut rng).await;
-    // Cy's projects carry only keys (the key rung starts from them as well
-    // as from a repo named after one, as Ada's and Bo's are).
-    connection(store, "bb-cy", Owner::Person("cy".into())).await;
-    for (i, key) in KEYS.iter().enumerate() {
-        let mut r = record(
-            address(SpaceKind::BitbucketProject, "cy", &format!("own{i}")),
-            word(&mut rng, &NAMES),
-            None,
-        );
-        set_alias(&mut r, AliasKind::Key, Some(&key.to_lowercase()));
-        apply_owned(store, "bb-cy", "cy", &r).await;
-    }
-    // Bo's repos only carry names, some headed by a Jira key.
-    connection(store, "bb-bo", Owner::Person("bo".into())).await;
-    for (i, name) in REPO_NAMES.iter().enumerate() {
-        let r = record(
-            address(SpaceKind::BitbucketRepo, "bo", &format!("b{i}")),
-            name,
-            None,
-        );
-        apply_owned(store, "bb-bo", "bo", &r).await;
-    }
+    add_bo_and_cy(store, &mut rng).await;
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut suggested = 0;
     let mut mattered: BTreeSet<&str> = BTreeSet::new();
@@ -923,4 +940,90 @@ async fn a_persons_suggestions_read_by_index_are_the_whole_registrys(db: TestDb)
     for rung in ["first commit", "host id", "remote", "jira key"] {
         assert!(seen.contains(rung), "no {rung} in any round: {seen:?}");
     }
+}
+
+/// A person's open suggestions as stored: their space, the place, the
+/// evidence and the confidence.
+async fn open_suggestions(store: &Store, person: &str) -> BTreeSet<(String, String, String, i64)> {
+    store
+        .list_suggestions(person)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.state == SuggestionState::Open)
+        .map(|s| {
+            (
+                s.space_address.to_string(),
+                s.place_id.unwrap_or_default(),
+                s.evidence.to_string(),
+                s.confidence,
+            )
+        })
+        .collect()
+}
+
+/// What a person's round stores, in [`open_suggestions`]' terms.
+fn as_open(round: &[cmcp_registry::NewSuggestion]) -> BTreeSet<(String, String, String, i64)> {
+    round
+        .iter()
+        .map(|s| {
+            (
+                s.space_address.to_string(),
+                s.place_id.clone(),
+                s.evidence.to_string(),
+                s.confidence,
+            )
+        })
+        .collect()
+}
+
+/// After a company connection's sync, the incremental refresh also
+/// refreshes the suggestions of the people its changes reach
+/// ([`company_changes_reach`]), without waiting for their own next sync:
+/// after each round of random company changes (renames, moves, new keys
+/// and fingerprints, retired ones, tombstones and restores, private repos
+/// taken over), every person's stored suggestions are their round on the
+/// whole registry. Ada's own new repos are refreshed by her own sync, as
+/// the worker does.
+async fn a_company_sync_refreshes_the_suggestions_it_changes(db: TestDb) {
+    let store = &db.store;
+    let settings = Settings::default();
+    let mut rng = StdRng::seed_from_u64(73);
+    let mut w = build(store, &mut rng).await;
+    add_bo_and_cy(store, &mut rng).await;
+    for _ in 0..6 {
+        add_private(store, &mut w, &mut rng).await;
+    }
+    refresh_changed(store, &settings).await.unwrap();
+    refresh_all_suggestions(store).await.unwrap();
+    let mut mattered: BTreeSet<&str> = BTreeSet::new();
+    for round in 0..60 {
+        if round % 4 == 0 {
+            // Ada's own sync lists another repo and refreshes her.
+            add_private(store, &mut w, &mut rng).await;
+            refresh_suggestions(store, "ada").await.unwrap();
+        }
+        let before = rounds(store).await;
+        for _ in 0..rng.random_range(1..=3) {
+            let kind = *pick(&mut rng, &COMPANY_SYNC);
+            change_of(store, &mut w, &mut rng, kind).await;
+        }
+        refresh_changed(store, &settings).await.unwrap();
+        let after = rounds(store).await;
+        for person in PEOPLE {
+            if after[person] != before[person] {
+                mattered.insert(person);
+            }
+            assert_eq!(
+                open_suggestions(store, person).await,
+                as_open(&after[person]),
+                "round {round}: {person}'s stored suggestions are not their round after a company sync"
+            );
+        }
+    }
+    assert_eq!(
+        mattered,
+        BTreeSet::from(PEOPLE),
+        "company changes changed the rounds of"
+    );
 }

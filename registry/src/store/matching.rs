@@ -485,6 +485,15 @@ impl Store {
         Ok(rows.into_iter().filter_map(|(o,)| person_of(&o)).collect())
     }
 
+    /// The people with a suggestion (in any state) on one of the spaces at
+    /// `addresses`: a private space a company connection has since taken
+    /// over keeps its owner's suggestions until they are refreshed.
+    pub async fn people_suggested_for(&self, addresses: &[String]) -> Result<BTreeSet<String>> {
+        let sql = "SELECT DISTINCT person FROM suggestions WHERE space_address IN ({in})";
+        let rows = fetch_chunks!(self, (String,), sql, addresses);
+        Ok(rows.into_iter().map(|(p,)| p).collect())
+    }
+
     /// The people owning a space whose name starts with one of `prefixes`
     /// and a dash (as [`Store::match_named_after`]).
     pub async fn people_named_after(&self, prefixes: &[String]) -> Result<BTreeSet<String>> {

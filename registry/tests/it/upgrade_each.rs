@@ -191,6 +191,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO webhook_deliveries (id, connection_id, platform, delivery_key, event, received_at, headers, body, verification, status, error, processed_at, replay_key) \
            VALUES ('dl-15', 'gh-acme', 'github', 'hook:1:guid-15', 'repository.renamed', 9600, '[]', {blob}, 'hmac-sha256', 'received', NULL, NULL, 'key-15')",
     ),
+    (
+        // An index: suggestions found by their space.
+        20261207120000,
+        "INSERT INTO suggestions (person, space_address, target, kind, place_id, create_name, evidence_json, evidence_text, confidence, evidence_hash, state, created_at, updated_at, decided_by, decided_at) \
+           VALUES ('bob', 'space:github-repo:github.com/11', 'place:pl-1', 'link', 'pl-1', NULL, '[]', 'same remote', 90, 'h2', 'open', 9700, 9700, NULL, NULL)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
