@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cmcp_domain::{AliasKind, Owner, SpaceAddress, SpaceKind};
 use cmcp_registry::store::normalise_place_key;
-use cmcp_registry::{ChangeKind, MatchBacklog, ProposalFigures, Store};
+use cmcp_registry::{ChangeKind, ChangeRow, MatchBacklog, ProposalFigures, Store};
 
 use crate::Result;
 use crate::ladder::{PlaceIndex, Settings, jira_prefix, propose_for};
@@ -154,12 +154,7 @@ pub async fn company_changes_reach(
     let mut subjects: BTreeSet<String> = BTreeSet::new();
     let mut old: BTreeSet<(AliasKind, String)> = BTreeSet::new();
     for c in backlog.changes.iter().filter(|c| c.owner == Owner::Company) {
-        if let (Some(kind), Some(value)) = (
-            c.detail["alias_kind"]
-                .as_str()
-                .and_then(|k| k.parse::<AliasKind>().ok()),
-            c.detail["value"].as_str(),
-        ) {
+        if let Some((kind, value)) = alias_in(c) {
             old.insert((kind, value.to_owned()));
         }
         subjects.insert(c.address.to_string());
@@ -168,6 +163,12 @@ pub async fn company_changes_reach(
     subjects.extend(backlog.dirty.iter().map(|d| d.space_address.clone()));
     let subjects: Vec<String> = subjects.into_iter().collect();
     people_reached(store, &subjects, old).await
+}
+
+/// The alias a feed row says was added or retired.
+fn alias_in(c: &ChangeRow) -> Option<(AliasKind, &str)> {
+    let kind = c.detail["alias_kind"].as_str()?.parse().ok()?;
+    Some((kind, c.detail["value"].as_str()?))
 }
 
 /// The place index of this process's last refresh, with the places
@@ -217,12 +218,7 @@ pub async fn affected(store: &Store, backlog: &MatchBacklog) -> Result<BTreeSet<
         ) {
             remapped.insert(address.clone());
         }
-        if let (Some(kind), Some(value)) = (
-            c.detail["alias_kind"]
-                .as_str()
-                .and_then(|k| k.parse::<AliasKind>().ok()),
-            c.detail["value"].as_str(),
-        ) {
+        if let Some((kind, value)) = alias_in(c) {
             old_values.insert((kind, value.to_owned(), address.clone()));
         }
         changed.insert(address);

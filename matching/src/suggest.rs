@@ -235,8 +235,8 @@ pub async fn refresh_suggestions_after_decision(
 
 /// The people whose suggestions a change of the company spaces at
 /// `subjects` can reach, given the alias values those spaces have and
-/// `old` ones they no longer have (a retired remote still names the
-/// private repos that shared it): the owners of a space sharing a value
+/// `old` ones they may have had (a retired remote still names the private
+/// repos that shared it): the owners of a space sharing a value
 /// with them, or named after one of their keys (a person's rungs read
 /// backwards; a superset), and whoever has a suggestion on one of them (a
 /// private space since taken over by a company connection).
