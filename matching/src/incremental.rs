@@ -77,7 +77,7 @@ pub async fn refresh_after_sync(
 /// backlog too long to read, everyone with a private space is. A failed
 /// refresh is logged; the next one of that person corrects it.
 pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
-    let (figures, people) = in_turn(store, changed(store, settings)).await?;
+    let (figures, people) = in_turn(store.matching_turn().await?, changed(store, settings)).await?;
     for person in &people {
         if let Err(error) = refresh_suggestions(store, person).await {
             tracing::warn!(%error, "could not refresh the suggestions of a person a company change reached");

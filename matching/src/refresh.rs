@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cmcp_domain::{AliasKind, SpaceAddress};
 use cmcp_registry::{
-    MappingRow, MatchAliasRow, MatchSpaceRow, NewProposal, PlaceAliasKind, PlaceRow,
+    MappingRow, MatchAliasRow, MatchSpaceRow, MatchingTurn, NewProposal, PlaceAliasKind, PlaceRow,
     ProposalFigures, ProposalTarget, Store,
 };
 
@@ -164,17 +164,17 @@ const PAGE: usize = 500;
 /// while the pages run is looked at again by the next incremental refresh.
 /// Runs in the store's matching turn ([`in_turn`]).
 pub async fn refresh_proposals(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
-    in_turn(store, recompute(store, settings)).await
+    in_turn(store.matching_turn().await?, recompute(store, settings)).await
 }
 
-/// Run one round of proposals in the store's matching turn: rounds of every
-/// process take turns ([`cmcp_registry::MatchingTurn`] says why), and the
-/// turn is given back whether the round succeeded or not.
+/// Run one round in `turn` (the store's matching turn, or a person's
+/// suggestion turn): rounds of every process take turns
+/// ([`cmcp_registry::MatchingTurn`] says why), and the turn is given back
+/// whether the round succeeded or not.
 pub(crate) async fn in_turn<T>(
-    store: &Store,
+    turn: MatchingTurn,
     round: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
-    let turn = store.matching_turn().await?;
     let out = round.await;
     let ended = turn.end().await;
     let out = out?;

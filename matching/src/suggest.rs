@@ -180,7 +180,18 @@ pub fn round_of(
 /// their connections). The company side is read by index from the
 /// person's own spaces ([`input_near`]): the round costs what the person
 /// has, not what the company has.
+///
+/// The round runs in the person's turn ([`Store::suggestion_turn`]), so a
+/// round that waited for another reads what that one wrote.
 pub async fn refresh_suggestions(store: &Store, person: &str) -> Result<SuggestionFigures> {
+    crate::refresh::in_turn(
+        store.suggestion_turn(person).await?,
+        round_stored(store, person),
+    )
+    .await
+}
+
+async fn round_stored(store: &Store, person: &str) -> Result<SuggestionFigures> {
     let private = private_spaces(store, person).await?;
     let (places, company, mappings) = input_near(store, &private).await?;
     let member_of: HashSet<String> = store.places_of(person).await?.into_iter().collect();

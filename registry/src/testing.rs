@@ -313,24 +313,41 @@ pub enum AnotherRound {
 
 impl AnotherRound {
     pub async fn begin(db: &TestDb) -> AnotherRound {
+        AnotherRound::of(db, None).await
+    }
+
+    /// A round of `person`'s suggestions ([`Store::suggestion_turn`]).
+    pub async fn of_person(db: &TestDb, person: &str) -> AnotherRound {
+        AnotherRound::of(db, Some(person)).await
+    }
+
+    async fn of(db: &TestDb, person: Option<&str>) -> AnotherRound {
         match &db.store {
             Store::Postgres(_) => {
                 use sqlx::Connection;
                 let mut c = sqlx::PgConnection::connect(&db.url)
                     .await
                     .expect("another connection");
-                sqlx::query("SELECT pg_advisory_lock($1)")
-                    .bind(crate::store::MATCHING_LOCK)
-                    .execute(&mut c)
-                    .await
-                    .expect("the rounds' lock");
+                let lock = match person {
+                    None => {
+                        sqlx::query("SELECT pg_advisory_lock($1)").bind(crate::store::MATCHING_LOCK)
+                    }
+                    Some(person) => sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+                        .bind(crate::store::SUGGESTIONS_LOCK)
+                        .bind(person),
+                };
+                lock.execute(&mut c).await.expect("the rounds' lock");
                 AnotherRound::Postgres(c)
             }
             Store::Sqlite(_) => {
                 let other = Store::connect(&db.url, &StoreOptions::default())
                     .await
                     .expect("another pool");
-                let turn = other.matching_turn().await.expect("the file's turn");
+                let turn = match person {
+                    None => other.matching_turn().await,
+                    Some(person) => other.suggestion_turn(person).await,
+                }
+                .expect("the file's turn");
                 AnotherRound::Sqlite(other, turn)
             }
         }

@@ -38,6 +38,7 @@ both_backends!(
     a_round_waits_for_the_turn_and_then_reads_what_changed_meanwhile,
     a_persons_suggestions_read_by_index_are_the_whole_registrys,
     a_company_sync_refreshes_the_suggestions_it_changes,
+    a_persons_round_waits_for_their_turn_and_reads_what_changed_meanwhile,
 );
 
 const COMPANY: &str = "bb-acme";
@@ -1026,4 +1027,49 @@ async fn a_company_sync_refreshes_the_suggestions_it_changes(db: TestDb) {
         BTreeSet::from(PEOPLE),
         "company changes changed the rounds of"
     );
+}
+
+/// A round of a person's suggestions waits while another process runs one
+/// for them ([`Store::suggestion_turn`]), and then reads what changed
+/// meanwhile: two rounds for one person never commit in the wrong order.
+async fn a_persons_round_waits_for_their_turn_and_reads_what_changed_meanwhile(db: TestDb) {
+    use std::time::Duration;
+    let store = &db.store;
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut w = build(store, &mut rng).await;
+    refresh_suggestions(store, "ada").await.unwrap();
+
+    let another = AnotherRound::of_person(&db, "ada").await;
+    let round = tokio::spawn({
+        let store = store.clone();
+        async move { refresh_suggestions(&store, "ada").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !round.is_finished(),
+        "Ada's round began while another process ran one for her"
+    );
+    // Meanwhile Ada's sync lists repos that change her round.
+    let before = rounds(store).await["ada"].clone();
+    while rounds(store).await["ada"] == before {
+        add_private(store, &mut w, &mut rng).await;
+    }
+    another.end().await;
+    tokio::time::timeout(Duration::from_secs(30), round)
+        .await
+        .expect("the round goes ahead once the other has ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        open_suggestions(store, "ada").await,
+        as_open(&rounds(store).await["ada"]),
+        "the round reads what changed while it waited"
+    );
+
+    drop(store.suggestion_turn("ada").await.unwrap());
+    let another =
+        tokio::time::timeout(Duration::from_secs(30), AnotherRound::of_person(&db, "ada"))
+            .await
+            .expect("a turn dropped without being given back is not kept");
+    another.end().await;
 }

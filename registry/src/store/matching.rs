@@ -61,30 +61,54 @@ pub(crate) const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
 /// round that failed by panic, or was cancelled) closes its connection,
 /// which ends the lock with the session, rather than return to the pool
 /// a connection that still holds it.
+///
+/// A round of one person's suggestions takes a turn of the same kind
+/// ([`Store::suggestion_turn`]), for the same reason: two rounds for one
+/// person (two of their connections syncing at once, a company sync and
+/// an ADMIN decision reaching them together) could otherwise commit in the
+/// wrong order and leave the older view stored until the next round. Its
+/// advisory lock is the person's ([`SUGGESTIONS_LOCK`] and the hash of
+/// their name); in this process one such round runs at a time, so rounds
+/// waiting for another process hold one connection of the pool.
 pub struct MatchingTurn {
     connection: Option<PoolConnection<Postgres>>,
     _local: OwnedMutexGuard<()>,
+    /// The person whose suggestions the turn is for; `None`: proposals.
+    person: Option<String>,
 }
+
+/// The class of a person's suggestions' advisory lock on PostgreSQL
+/// ("cmcs" in ASCII), the second key the hash of their name: the two-key
+/// locks never meet the one-key [`MATCHING_LOCK`].
+pub(crate) const SUGGESTIONS_LOCK: i32 = 0x636d_6373;
 
 impl MatchingTurn {
     /// Give the turn back. Should the unlock fail, or this be cancelled,
     /// the turn is dropped (and its connection closed).
     pub async fn end(mut self) -> Result<()> {
-        self.advisory("SELECT pg_advisory_unlock($1)").await?;
+        self.advisory(false).await?;
         // Unlocked: the connection goes back to the pool.
         self.connection = None;
         Ok(())
     }
 
-    /// Run `sql` (taking or giving back [`MATCHING_LOCK`], bound as `$1`)
-    /// on the turn's connection; nothing on SQLite, which has none.
-    async fn advisory(&mut self, sql: &'static str) -> Result<()> {
-        if let Some(connection) = self.connection.as_mut() {
-            sqlx::query(sql)
-                .bind(MATCHING_LOCK)
-                .execute(&mut **connection)
-                .await?;
-        }
+    /// Take (`lock`) or give back the turn's advisory lock on its
+    /// connection; nothing on SQLite, which has none.
+    async fn advisory(&mut self, lock: bool) -> Result<()> {
+        let Some(connection) = self.connection.as_mut() else {
+            return Ok(());
+        };
+        let q = match (&self.person, lock) {
+            (None, true) => sqlx::query("SELECT pg_advisory_lock($1)").bind(MATCHING_LOCK),
+            (None, false) => sqlx::query("SELECT pg_advisory_unlock($1)").bind(MATCHING_LOCK),
+            (Some(person), true) => sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+                .bind(SUGGESTIONS_LOCK)
+                .bind(person.as_str()),
+            (Some(person), false) => sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
+                .bind(SUGGESTIONS_LOCK)
+                .bind(person.as_str()),
+        };
+        q.execute(&mut **connection).await?;
         Ok(())
     }
 }
@@ -153,10 +177,15 @@ fn matching_wait_warning() -> Duration {
     MATCHING_WAIT_WARNING
 }
 
-/// Await `wait` (a wait for the matching turn, held by `whom`), logging a
+/// Await `wait` (`round`'s wait for its turn, held by `whom`), logging a
 /// warning each [`matching_wait_warning`] it lasts. The wait itself is
 /// never dropped: the warning is written beside it.
-async fn said_if_long<F: std::future::Future>(wait: F, started: Instant, whom: &str) -> F::Output {
+async fn said_if_long<F: std::future::Future>(
+    wait: F,
+    started: Instant,
+    round: &str,
+    whom: &str,
+) -> F::Output {
     tokio::pin!(wait);
     loop {
         tokio::select! {
@@ -165,7 +194,7 @@ async fn said_if_long<F: std::future::Future>(wait: F, started: Instant, whom: &
                 tracing::warn!(
                     waited_ms = started.elapsed().as_millis() as u64,
                     held_by = whom,
-                    "a round of mapping proposals is still waiting for its turn: the round before has not ended"
+                    "{round} is still waiting for its turn: the round before has not ended"
                 );
             }
         }
@@ -232,8 +261,29 @@ impl Store {
     /// (a round that holds the turn that long is likely stuck, and every
     /// later round waits behind it); the wait goes on.
     pub async fn matching_turn(&self) -> Result<MatchingTurn> {
+        self.turn(None).await
+    }
+
+    /// Wait for the turn of a round of `person`'s suggestions (see
+    /// [`MatchingTurn`]), logged as [`Store::matching_turn`]'s wait is.
+    pub async fn suggestion_turn(&self, person: &str) -> Result<MatchingTurn> {
+        self.turn(Some(person.to_owned())).await
+    }
+
+    async fn turn(&self, person: Option<String>) -> Result<MatchingTurn> {
         let started = Instant::now();
-        let local = said_if_long(super::write_turn::matching(self), started, "this process").await;
+        let round = if person.is_some() {
+            "a round of a person's suggestions"
+        } else {
+            "a round of mapping proposals"
+        };
+        let local = said_if_long(
+            super::write_turn::matching(self, person.is_some()),
+            started,
+            round,
+            "this process",
+        )
+        .await;
         // The turn owns the connection before it asks for the lock: a wait
         // that is cancelled drops the turn, and so closes the connection
         // the lock may have been granted on.
@@ -243,18 +293,14 @@ impl Store {
                 Store::Postgres(pool) => Some(pool.acquire().await?),
             },
             _local: local,
+            person,
         };
-        said_if_long(
-            turn.advisory("SELECT pg_advisory_lock($1)"),
-            started,
-            "another process",
-        )
-        .await?;
+        said_if_long(turn.advisory(true), started, round, "another process").await?;
         let waited = started.elapsed();
         if waited >= matching_wait_warning() {
             tracing::info!(
                 waited_ms = waited.as_millis() as u64,
-                "a round of mapping proposals took its turn after a long wait"
+                "{round} took its turn after a long wait"
             );
         }
         Ok(turn)

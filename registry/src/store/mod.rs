@@ -64,10 +64,10 @@ pub use key_cache::KeyCache;
 pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SESSIONS_PER_KEY, SessionRow};
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
 #[cfg(any(test, feature = "testing"))]
-pub(crate) use matching::MATCHING_LOCK;
-#[cfg(any(test, feature = "testing"))]
 pub(crate) use matching::MATCHING_WAIT_WARNING_MS;
 pub use matching::{DirtyRow, MATCHING_WAIT_WARNING, MatchBacklog, MatchingTurn, SharingRow};
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use matching::{MATCHING_LOCK, SUGGESTIONS_LOCK};
 pub use people::Unlinked;
 pub use places::{
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,

@@ -41,6 +41,8 @@ enum Purpose {
     /// A round of mapping proposals, which reads and writes for as long as
     /// it runs ([`crate::Store::matching_turn`]).
     Matching,
+    /// A round of a person's suggestions ([`crate::Store::suggestion_turn`]).
+    Suggestions,
 }
 
 /// One turn per database and purpose, shared by every pool of this
@@ -77,11 +79,12 @@ pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
 }
 
 /// Waits, however long the round before takes, for this process's turn to
-/// run a round of mapping proposals on the store's database. On SQLite that
-/// is the whole turn; on PostgreSQL it comes before the advisory lock, so
-/// that the rounds of one process waiting for another's hold no connection
-/// of the pool but one.
-pub(crate) async fn matching(store: &Store) -> OwnedMutexGuard<()> {
+/// run a round of mapping proposals (or, `suggestions`, of a person's
+/// suggestions) on the store's database. On SQLite that is the whole turn;
+/// on PostgreSQL it comes before the advisory lock, so that the rounds of
+/// one process waiting for another's hold no connection of the pool but
+/// one.
+pub(crate) async fn matching(store: &Store, suggestions: bool) -> OwnedMutexGuard<()> {
     let database = match store {
         Store::Sqlite(pool) => file_of(pool),
         Store::Postgres(pool) => {
@@ -95,7 +98,12 @@ pub(crate) async fn matching(store: &Store) -> OwnedMutexGuard<()> {
             .into()
         }
     };
-    turn_of(database, Purpose::Matching).lock_owned().await
+    let purpose = if suggestions {
+        Purpose::Suggestions
+    } else {
+        Purpose::Matching
+    };
+    turn_of(database, purpose).lock_owned().await
 }
 
 #[cfg(test)]
