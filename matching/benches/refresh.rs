@@ -388,8 +388,9 @@ async fn backend(name: &str, db: TestDb, n: usize) {
     // The first full round also moves the ladder's position to the head.
     let full = run_child("full", &db.url, n);
     let incr = run_child("incremental", &db.url, n);
-    // By index first, so that its first round is the one that opens Ada's
-    // suggestions.
+    // Ada's suggestions were opened by the incremental refresh (its sync
+    // reached her); the rounds by index then find and withdraw nothing,
+    // and hold as many open as the whole registry finds.
     let near = run_child("suggest", &db.url, n);
     let whole = run_child("suggest-whole", &db.url, n);
     let mib = |kb: f64| kb / 1024.0;

@@ -40,7 +40,7 @@ use crate::refresh::{
     in_turn, load_places, mappings_from_rows, recompute, refresh_proposals, spaces_from_rows,
     to_rows,
 };
-use crate::suggest::{people_reached, refresh_suggestions};
+use crate::suggest::{people_reached, refresh_each};
 
 /// Feed rows (or dirty rows) above which one full recompute is cheaper.
 pub const MAX_BACKLOG: usize = 20_000;
@@ -78,11 +78,7 @@ pub async fn refresh_after_sync(
 /// refresh is logged; the next one of that person corrects it.
 pub async fn refresh_changed(store: &Store, settings: &Settings) -> Result<ProposalFigures> {
     let (figures, people) = in_turn(store.matching_turn().await?, changed(store, settings)).await?;
-    for person in &people {
-        if let Err(error) = refresh_suggestions(store, person).await {
-            tracing::warn!(%error, "could not refresh the suggestions of a person a company change reached");
-        }
-    }
+    refresh_each(store, &people).await;
     Ok(figures)
 }
 

@@ -227,7 +227,7 @@ pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
 /// their next sync: the people with a space sharing a fingerprint or a key
 /// with a container or one of its children, or named after one of their
 /// keys (a person's rungs read backwards; a superset). Returns the people
-/// refreshed.
+/// reached (a failed refresh of one is logged, as in [`refresh_each`]).
 pub async fn refresh_suggestions_after_decision(
     store: &Store,
     containers: &[String],
@@ -238,10 +238,19 @@ pub async fn refresh_suggestions_after_decision(
     }
     let subjects: Vec<String> = subjects.into_iter().collect();
     let people = people_reached(store, &subjects, BTreeSet::new()).await?;
-    for person in &people {
-        refresh_suggestions(store, person).await?;
-    }
+    refresh_each(store, &people).await;
     Ok(people)
+}
+
+/// [`refresh_suggestions`] for each of `people` (reached by a change of the
+/// company's): a person's failure is logged and the others go on; that
+/// person's next round corrects theirs.
+pub(crate) async fn refresh_each(store: &Store, people: &BTreeSet<String>) {
+    for person in people {
+        if let Err(error) = refresh_suggestions(store, person).await {
+            tracing::warn!(%error, "could not refresh the suggestions of a person a company change reached");
+        }
+    }
 }
 
 /// The people whose suggestions a change of the company spaces at

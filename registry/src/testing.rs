@@ -328,15 +328,10 @@ impl AnotherRound {
                 let mut c = sqlx::PgConnection::connect(&db.url)
                     .await
                     .expect("another connection");
-                let lock = match person {
-                    None => {
-                        sqlx::query("SELECT pg_advisory_lock($1)").bind(crate::store::MATCHING_LOCK)
-                    }
-                    Some(person) => sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
-                        .bind(crate::store::SUGGESTIONS_LOCK)
-                        .bind(person),
-                };
-                lock.execute(&mut c).await.expect("the rounds' lock");
+                crate::store::advisory_lock(person, true)
+                    .execute(&mut c)
+                    .await
+                    .expect("the rounds' lock");
                 AnotherRound::Postgres(c)
             }
             Store::Sqlite(_) => {

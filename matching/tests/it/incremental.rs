@@ -345,7 +345,6 @@ async fn decide_random(store: &Store, rng: &mut StdRng, from: ProposalState, d: 
 /// pools), Bo (repos known by their names only), Cy (projects with keys).
 const PEOPLE: [&str; 3] = ["ada", "bo", "cy"];
 
-/// Everyone's rounds on the whole registry.
 /// Cy, whose projects carry only keys (the key rung starts from them as
 /// well as from a repo named after one, as Ada's and Bo's are), and Bo,
 /// whose repos only carry names, some headed by a Jira key.
@@ -371,6 +370,7 @@ async fn add_bo_and_cy(store: &Store, rng: &mut StdRng) {
     }
 }
 
+/// Everyone's rounds on the whole registry.
 async fn rounds(
     store: &Store,
 ) -> std::collections::BTreeMap<&'static str, Vec<cmcp_registry::NewSuggestion>> {

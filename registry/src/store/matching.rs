@@ -19,6 +19,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::changes::{ChangeRow, Cursor};
 use super::places::{PLACE_COLUMNS, RawPlace};
 use super::proposals::{MappingRow, MatchAliasRow, MatchSpaceRow};
+use super::write_turn::Purpose;
 use super::{Store, on_pool};
 use crate::error::Result;
 
@@ -43,7 +44,7 @@ const ELIGIBLE_SQLITE: &str = "s.status <> 'tombstoned' AND +s.owner = 'company'
 
 /// The advisory lock a round of mapping proposals holds on PostgreSQL
 /// ("cmcpmatc" in ASCII): one key for the whole database, every process.
-pub(crate) const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
+const MATCHING_LOCK: i64 = 0x636d_6370_6d61_7463;
 
 /// One round of mapping proposals' turn, across every process of the
 /// store: this process's turn for the database, and on PostgreSQL then the
@@ -80,7 +81,7 @@ pub struct MatchingTurn {
 /// The class of a person's suggestions' advisory lock on PostgreSQL
 /// ("cmcs" in ASCII), the second key the hash of their name: the two-key
 /// locks never meet the one-key [`MATCHING_LOCK`].
-pub(crate) const SUGGESTIONS_LOCK: i32 = 0x636d_6373;
+const SUGGESTIONS_LOCK: i32 = 0x636d_6373;
 
 impl MatchingTurn {
     /// Give the turn back. Should the unlock fail, or this be cancelled,
@@ -95,21 +96,32 @@ impl MatchingTurn {
     /// Take (`lock`) or give back the turn's advisory lock on its
     /// connection; nothing on SQLite, which has none.
     async fn advisory(&mut self, lock: bool) -> Result<()> {
-        let Some(connection) = self.connection.as_mut() else {
-            return Ok(());
-        };
-        let q = match (&self.person, lock) {
-            (None, true) => sqlx::query("SELECT pg_advisory_lock($1)").bind(MATCHING_LOCK),
-            (None, false) => sqlx::query("SELECT pg_advisory_unlock($1)").bind(MATCHING_LOCK),
-            (Some(person), true) => sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
-                .bind(SUGGESTIONS_LOCK)
-                .bind(person.as_str()),
-            (Some(person), false) => sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
-                .bind(SUGGESTIONS_LOCK)
-                .bind(person.as_str()),
-        };
-        q.execute(&mut **connection).await?;
+        if let Some(connection) = self.connection.as_mut() {
+            advisory_lock(self.person.as_deref(), lock)
+                .execute(&mut **connection)
+                .await?;
+        }
         Ok(())
+    }
+}
+
+/// The statement that takes (`lock`) or gives back a round's advisory lock
+/// on PostgreSQL: the proposals' [`MATCHING_LOCK`], or `person`'s
+/// ([`SUGGESTIONS_LOCK`] with the hash of their name). The test kit's
+/// "another process" takes it with this too.
+pub(crate) fn advisory_lock(
+    person: Option<&str>,
+    lock: bool,
+) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
+    match (person, lock) {
+        (None, true) => sqlx::query("SELECT pg_advisory_lock($1)").bind(MATCHING_LOCK),
+        (None, false) => sqlx::query("SELECT pg_advisory_unlock($1)").bind(MATCHING_LOCK),
+        (Some(person), true) => sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+            .bind(SUGGESTIONS_LOCK)
+            .bind(person),
+        (Some(person), false) => sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
+            .bind(SUGGESTIONS_LOCK)
+            .bind(person),
     }
 }
 
@@ -221,12 +233,12 @@ fn params(start: usize, n: usize) -> String {
 /// With `$first`, that is bound as `$1` in every query and the list
 /// follows it.
 macro_rules! fetch_chunks {
-    ($store:expr, $row:ty, $sql:expr, $values:expr) => {{
+    (@from $start:expr, $store:expr, $row:ty, $sql:expr, $values:expr $(, $first:expr)?) => {{
         let mut out: Vec<$row> = Vec::new();
         for chunk in $values.chunks(CHUNK) {
-            let sql = $sql.replace("{in}", &params(1, chunk.len()));
+            let sql = $sql.replace("{in}", &params($start, chunk.len()));
             let rows: Vec<$row> = on_pool!($store, pool => {
-                let mut q = sqlx::query_as(AssertSqlSafe(sql));
+                let mut q = sqlx::query_as(AssertSqlSafe(sql)) $(.bind($first))?;
                 for v in chunk {
                     q = q.bind(v);
                 }
@@ -236,21 +248,12 @@ macro_rules! fetch_chunks {
         }
         out
     }};
-    ($store:expr, $row:ty, $sql:expr, $first:expr, $values:expr) => {{
-        let mut out: Vec<$row> = Vec::new();
-        for chunk in $values.chunks(CHUNK) {
-            let sql = $sql.replace("{in}", &params(2, chunk.len()));
-            let rows: Vec<$row> = on_pool!($store, pool => {
-                let mut q = sqlx::query_as(AssertSqlSafe(sql)).bind($first);
-                for v in chunk {
-                    q = q.bind(v);
-                }
-                q.fetch_all(pool).await?
-            });
-            out.extend(rows);
-        }
-        out
-    }};
+    ($store:expr, $row:ty, $sql:expr, $values:expr) => {
+        fetch_chunks!(@from 1, $store, $row, $sql, $values)
+    };
+    ($store:expr, $row:ty, $sql:expr, $first:expr, $values:expr) => {
+        fetch_chunks!(@from 2, $store, $row, $sql, $values, $first)
+    };
 }
 
 impl Store {
@@ -272,13 +275,12 @@ impl Store {
 
     async fn turn(&self, person: Option<String>) -> Result<MatchingTurn> {
         let started = Instant::now();
-        let round = if person.is_some() {
-            "a round of a person's suggestions"
-        } else {
-            "a round of mapping proposals"
+        let (purpose, round) = match person {
+            Some(_) => (Purpose::Suggestions, "a round of a person's suggestions"),
+            None => (Purpose::Matching, "a round of mapping proposals"),
         };
         let local = said_if_long(
-            super::write_turn::matching(self, person.is_some()),
+            super::write_turn::matching(self, purpose),
             started,
             round,
             "this process",

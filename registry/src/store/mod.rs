@@ -65,9 +65,9 @@ pub use keys::{ApiKeyRow, NewApiKey, Power, Powers, Role, SESSIONS_PER_KEY, Sess
 pub use manifest::{Manifest, ManifestEntry, PlaceRef, Recogniser};
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use matching::MATCHING_WAIT_WARNING_MS;
-pub use matching::{DirtyRow, MATCHING_WAIT_WARNING, MatchBacklog, MatchingTurn, SharingRow};
 #[cfg(any(test, feature = "testing"))]
-pub(crate) use matching::{MATCHING_LOCK, SUGGESTIONS_LOCK};
+pub(crate) use matching::advisory_lock;
+pub use matching::{DirtyRow, MATCHING_WAIT_WARNING, MatchBacklog, MatchingTurn, SharingRow};
 pub use people::Unlinked;
 pub use places::{
     PlaceAliasKind, PlaceAliasRow, PlaceFigures, PlaceInput, PlaceRow, normalise_place_key,

@@ -35,7 +35,7 @@ type WeakTurn = Weak<TurnLock<()>>;
 
 /// What a turn is taken for: a file has one turn for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Purpose {
+pub(crate) enum Purpose {
     /// Writing (every write of the store).
     Write,
     /// A round of mapping proposals, which reads and writes for as long as
@@ -79,12 +79,12 @@ pub(crate) async fn sqlite(pool: &SqlitePool) -> Result<OwnedMutexGuard<()>> {
 }
 
 /// Waits, however long the round before takes, for this process's turn to
-/// run a round of mapping proposals (or, `suggestions`, of a person's
+/// run a round (`purpose`: of mapping proposals, or of a person's
 /// suggestions) on the store's database. On SQLite that is the whole turn;
 /// on PostgreSQL it comes before the advisory lock, so that the rounds of
 /// one process waiting for another's hold no connection of the pool but
 /// one.
-pub(crate) async fn matching(store: &Store, suggestions: bool) -> OwnedMutexGuard<()> {
+pub(crate) async fn matching(store: &Store, purpose: Purpose) -> OwnedMutexGuard<()> {
     let database = match store {
         Store::Sqlite(pool) => file_of(pool),
         Store::Postgres(pool) => {
@@ -97,11 +97,6 @@ pub(crate) async fn matching(store: &Store, suggestions: bool) -> OwnedMutexGuar
             )
             .into()
         }
-    };
-    let purpose = if suggestions {
-        Purpose::Suggestions
-    } else {
-        Purpose::Matching
     };
     turn_of(database, purpose).lock_owned().await
 }
