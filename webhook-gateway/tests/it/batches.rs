@@ -14,7 +14,10 @@ use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded};
 
 use crate::hooks::ready;
 
-both_backends!(a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other);
+both_backends!(
+    a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other,
+    a_writers_batch_that_meets_a_stored_key_is_written_again_then_the_next_ones_expect_copies,
+);
 
 /// xorshift64: the draws of this file, from a fixed seed.
 struct Draw(u64);
@@ -175,4 +178,88 @@ async fn a_batch_has_the_outcomes_of_its_deliveries_one_after_the_other(db: Test
         "{jobs} jobs for {} deliveries: the batches share theirs",
         model.jobs.len()
     );
+}
+
+/// On PostgreSQL a writer's first try at a batch of independent
+/// deliveries has no clause for a key already stored: a batch that meets
+/// one fails whole, writes nothing, and is written again with the clause,
+/// so its outcomes are those of the store (the new delivery stored, in a
+/// job of its own naming only it; the copy a duplicate). For the next
+/// `STORED_COPIES_WARY_FOR` the writer writes with the clause from the
+/// start, so a second batch with a copy is written once. SQLite writes
+/// every batch once.
+async fn a_writers_batch_that_meets_a_stored_key_is_written_again_then_the_next_ones_expect_copies(
+    db: TestDb,
+) {
+    let s = &db.store;
+    ready(&db).await;
+    let mut writer = s.delivery_writer();
+    let stored_id = |a: &Accepted| match a {
+        Accepted::Recorded(Recorded::Stored { id, job_id }) => (id.clone(), job_id.clone()),
+        other => panic!("not stored: {other:?}"),
+    };
+    let first = delivery("first", DeliveryStatus::Received);
+    let out = writer.record(&[(&first, None)]).await.unwrap();
+    let (first_id, _) = stored_id(&out[0]);
+    assert_eq!(writer.written_again(), 0, "nothing stored to meet");
+
+    let (second, first_again) = (
+        delivery("second", DeliveryStatus::Received),
+        delivery("first", DeliveryStatus::Received),
+    );
+    let out = writer
+        .record(&[(&second, None), (&first_again, None)])
+        .await
+        .unwrap();
+    let (second_id, second_job) = stored_id(&out[0]);
+    assert_eq!(
+        out[1],
+        Accepted::Recorded(Recorded::Duplicate {
+            id: first_id.clone()
+        })
+    );
+    let postgres = matches!(s, cmcp_registry::Store::Postgres(_));
+    assert_eq!(writer.written_again(), u64::from(postgres));
+    let jobs = s.delivery_jobs().await.unwrap();
+    let named: Vec<&[String]> = jobs
+        .iter()
+        .filter(|(id, _)| Some(id) == second_job.as_ref())
+        .map(|(_, job)| job.ids())
+        .collect();
+    assert_eq!(named, [[second_id.clone()].as_slice()], "{jobs:?}");
+
+    let (third, second_again) = (
+        delivery("third", DeliveryStatus::Received),
+        delivery("second", DeliveryStatus::Received),
+    );
+    let out = writer
+        .record(&[(&third, None), (&second_again, None)])
+        .await
+        .unwrap();
+    stored_id(&out[0]);
+    assert_eq!(
+        out[1],
+        Accepted::Recorded(Recorded::Duplicate { id: second_id })
+    );
+    assert_eq!(
+        writer.written_again(),
+        u64::from(postgres),
+        "written with the clause from the start"
+    );
+    assert_eq!(s.list_deliveries("gh").await.unwrap().len(), 3);
+}
+
+fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
+    NewDelivery {
+        connection_id: "gh".into(),
+        platform: Platform::Github,
+        delivery_key: key.into(),
+        event: "repository.renamed".into(),
+        headers: vec![("x-github-event".into(), "repository".into())],
+        body: format!("{{\"key\":\"{key}\"}}").into_bytes(),
+        verification: "hmac-sha256".into(),
+        status,
+        error: None,
+        replay_key: None,
+    }
 }

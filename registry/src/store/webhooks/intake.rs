@@ -470,6 +470,8 @@ impl Store {
             store: self.clone(),
             own: None,
             checkpointer: None,
+            met_stored_copy: None,
+            written_again: 0,
         }
     }
 }
@@ -671,6 +673,15 @@ async fn sqlite_statements(
 /// opened afresh by the next batch, so a socket cut while in use costs one
 /// failed batch.
 ///
+/// Its first try at such a batch leaves out the clause that skips a key
+/// already stored ([`pg_batch::pg_many_first_try`]: the clause is a lookup
+/// and a second write a delivery, for a copy that rarely exists); a batch
+/// that meets a stored copy fails whole, writing nothing, and is written
+/// again with the clause. After that the writer uses the clause from the
+/// start for [`STORED_COPIES_WARY_FOR`]: copies come in runs (a platform
+/// redelivering, retries of deliveries answered too late under load), and
+/// each would otherwise cost its batch twice.
+///
 /// One difference from [`Store::record_deliveries`]: the single statement
 /// commits on its own, so when the rare follow-up read of a duplicate
 /// committed meanwhile by another gateway fails, the batch is already
@@ -683,7 +694,16 @@ pub struct DeliveryWriter {
     /// SQLite: the checkpoints run beside this writer, started with its
     /// first batch and stopped when it is dropped.
     checkpointer: Option<Checkpointer>,
+    /// PostgreSQL: when a batch last met a stored copy of a key.
+    met_stored_copy: Option<Instant>,
+    /// PostgreSQL: first tries that met a stored copy and were written
+    /// again.
+    written_again: u64,
 }
+
+/// How long a [`DeliveryWriter`] that met a stored copy of a key writes
+/// every batch with the clause that skips one.
+pub const STORED_COPIES_WARY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Body bytes a SQLite writer stores between two checkpoints beside it
 /// (about 64 pages): under a stream of deliveries the WAL is copied to the
@@ -797,17 +817,46 @@ impl DeliveryWriter {
             }
         };
         let together = independent(&prepared);
+        let wary = self
+            .met_stored_copy
+            .is_some_and(|at| at.elapsed() < STORED_COPIES_WARY_FOR);
+        let mut met = false;
         let written = if together.iter().all(|&alone| alone) {
             // One statement: its own implicit transaction.
-            pg_statements(conn, &prepared, &together).await
+            if wary {
+                pg_statements(conn, &prepared, &together).await
+            } else {
+                let all: Vec<&Prepared<'_>> = prepared.iter().collect();
+                pg_batch::pg_many_first_try(conn, &all)
+                    .await
+                    .map(|(out, again)| {
+                        met = again;
+                        out
+                    })
+            }
         } else {
             pg_in_transaction(conn, &prepared, &together).await
         };
         *used = Instant::now();
+        if met {
+            tracing::info!(
+                for_secs = STORED_COPIES_WARY_FOR.as_secs(),
+                "a batch of deliveries met a stored copy of a key and was written again; \
+                 the next batches skip stored copies from the start"
+            );
+            self.met_stored_copy = Some(Instant::now());
+            self.written_again += 1;
+        }
         if written.is_err() {
             self.own = None;
         }
         written
+    }
+
+    /// Batches this writer wrote a second time because their first try met
+    /// a stored copy of a key (PostgreSQL; 0 on SQLite).
+    pub fn written_again(&self) -> u64 {
+        self.written_again
     }
 
     /// Checkpoints run beside this writer so far (SQLite; 0 on
