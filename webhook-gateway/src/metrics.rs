@@ -24,6 +24,10 @@ pub const COMMIT_DELIVERIES: &str = "cmcp_webhook_commit_deliveries";
 /// ([`cmcp_registry::CHECKPOINT_BESIDE_AFTER_BYTES`]); counted at the
 /// writer's next commit. Always 0 on PostgreSQL.
 pub const CHECKPOINTS_BESIDE: &str = "cmcp_webhook_checkpoints_beside_total";
+/// PostgreSQL: batches a delivery writer wrote twice, because its first
+/// try (without `ON CONFLICT`) met a stored copy of a key; after one, the
+/// writer skips copies from the start for 10 s. Always 0 on SQLite.
+pub const BATCHES_WRITTEN_AGAIN: &str = "cmcp_webhook_batches_written_again_total";
 /// SQLite: syncs of the WAL after which the delivery writer's committed
 /// batches were answered ([`cmcp_registry::WalSync`]); one covers every
 /// batch committed while the one before it ran, so under load there are
@@ -133,6 +137,11 @@ pub fn checkpoints_beside(n: u64) {
     metrics::counter!(CHECKPOINTS_BESIDE).increment(n);
 }
 
+/// `n` more batches were written a second time (PostgreSQL).
+pub fn written_again(n: u64) {
+    metrics::counter!(BATCHES_WRITTEN_AGAIN).increment(n);
+}
+
 pub fn overloaded(limit: &'static str) {
     metrics::counter!(OVERLOADED, "limit" => limit).increment(1);
 }
@@ -150,6 +159,7 @@ pub fn build_info() {
     }
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(CHECKPOINTS_BESIDE).increment(0);
+    metrics::counter!(BATCHES_WRITTEN_AGAIN).increment(0);
     metrics::counter!(WAL_SYNCS).increment(0);
 }
 
@@ -177,6 +187,10 @@ pub fn describe() {
     metrics::describe_counter!(
         CHECKPOINTS_BESIDE,
         "SQLite WAL checkpoints run beside the delivery writer"
+    );
+    metrics::describe_counter!(
+        BATCHES_WRITTEN_AGAIN,
+        "Delivery batches written twice: their first try met a stored copy of a key"
     );
     metrics::describe_counter!(
         WAL_SYNCS,

@@ -196,8 +196,9 @@ async fn run(
         overlap_bytes,
         ..
     } = batching;
-    // Checkpoints beside this writer already counted (SQLite).
-    let mut checkpoints = 0;
+    // Checkpoints beside this writer (SQLite) and batches it wrote twice
+    // (PostgreSQL) already counted.
+    let (mut checkpoints, mut again) = (0, 0);
     loop {
         let (batch, committing) = {
             // One writer gathers at a time; the others commit meanwhile.
@@ -255,6 +256,11 @@ async fn run(
         if beside > checkpoints {
             m::checkpoints_beside(beside - checkpoints);
             checkpoints = beside;
+        }
+        let twice = writer.written_again();
+        if twice > again {
+            m::written_again(twice - again);
+            again = twice;
         }
         match result {
             Ok(outcomes) => {

@@ -448,6 +448,7 @@ async fn metrics_count_outcomes_and_the_oldest_waiting_delivery() {
         r#"cmcp_webhook_stored_deliveries{status="received"} 1"#,
         "cmcp_webhook_commit_deliveries_count ",
         "cmcp_webhook_checkpoints_beside_total ",
+        "cmcp_webhook_batches_written_again_total ",
         "cmcp_webhook_wal_syncs_total ",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
