@@ -7,7 +7,7 @@ use cmcp_domain::{AliasKind, Owner, SpaceAddress, SpaceRecord, SpaceStatus, Visi
 use cmcp_registry::testing::TestDb;
 use cmcp_registry::{SpaceFilter, TombstoneOutcome};
 
-use crate::support::{add_connection, addr, org, repo};
+use crate::support::{add_connection, addr, org, repo, try_exec};
 
 both_backends!(
     apply_page_creates_spaces_with_aliases,
@@ -19,6 +19,7 @@ both_backends!(
     person_connection_cannot_write_company_space,
     reused_name_resolves_to_both_active_first,
     tombstone_keeps_aliases,
+    a_space_is_never_deleted_so_nothing_outlives_it,
     resolve_by_address_and_unknown_input,
 );
 
@@ -287,6 +288,32 @@ async fn tombstone_keeps_aliases(db: TestDb) {
     );
     let found = db.store.resolve("acme/gone").await.unwrap();
     assert_eq!(found[0].space.status, SpaceStatus::Tombstoned);
+}
+
+/// A space leaves by its status, never by a DELETE: the store refuses one,
+/// tombstoned or not, so its aliases and sightings (which on PostgreSQL
+/// have no foreign key to it: a sync writes them beside it) never outlive
+/// it.
+async fn a_space_is_never_deleted_so_nothing_outlives_it(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "c", Owner::Company).await;
+    s.apply_page(
+        "c",
+        &Owner::Company,
+        &[repo(3, "acme", "gone"), repo(4, "acme", "kept")],
+    )
+    .await
+    .unwrap();
+    s.tombstone("c", &addr(3), true).await.unwrap();
+    for delete in [
+        "DELETE FROM spaces WHERE address = 'space:github-repo:github.com/3'",
+        "DELETE FROM spaces",
+    ] {
+        let err = try_exec(s, delete).await.unwrap_err().to_string();
+        assert!(err.contains("never deleted"), "{delete}: {err}");
+    }
+    assert_eq!(s.resolve("acme/gone").await.unwrap().len(), 1);
+    assert_eq!(s.resolve("acme/kept").await.unwrap().len(), 1);
 }
 
 async fn resolve_by_address_and_unknown_input(db: TestDb) {

@@ -197,6 +197,13 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO suggestions (person, space_address, target, kind, place_id, create_name, evidence_json, evidence_text, confidence, evidence_hash, state, created_at, updated_at, decided_by, decided_at) \
            VALUES ('bob', 'space:github-repo:github.com/11', 'place:pl-1', 'link', 'pl-1', NULL, '[]', 'same remote', 90, 'h2', 'open', 9700, 9700, NULL, NULL)",
     ),
+    (
+        // No table: PostgreSQL's aliases and sightings lose their foreign
+        // key to their space, and spaces refuse a DELETE.
+        20261207180000,
+        "INSERT INTO aliases (space_address, kind, value, raw, valid_from, valid_to) \
+           VALUES ('space:github-repo:github.com/11', 'node-id', 'R_11', 'R_11', 9800, NULL)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
