@@ -250,6 +250,23 @@ impl Drop for TestDb {
     }
 }
 
+/// A signed GitHub delivery of connection `gh` (the test kit's usual
+/// company connection), keyed `key`, to be stored as `status`.
+pub fn delivery(key: &str, status: crate::DeliveryStatus) -> crate::NewDelivery {
+    crate::NewDelivery {
+        connection_id: "gh".to_owned(),
+        platform: Platform::Github,
+        delivery_key: key.to_owned(),
+        event: "repository.renamed".to_owned(),
+        headers: vec![("x-github-event".to_owned(), "repository".to_owned())],
+        body: br#"{"action":"renamed"}"#.to_vec(),
+        verification: "hmac-sha256".to_owned(),
+        status,
+        error: None,
+        replay_key: None,
+    }
+}
+
 /// Each delivery the `handle-delivery` jobs name, with the job that names
 /// it (a batch's deliveries share one). Panics when a delivery is named by
 /// two jobs.

@@ -3,7 +3,7 @@
 
 use cmcp_domain::ConnectionStatus;
 use cmcp_domain::{Owner, Platform};
-use cmcp_registry::testing::{TestDb, cipher};
+use cmcp_registry::testing::{TestDb, cipher, delivery};
 use cmcp_registry::{
     Accepted, CHECKPOINT_BESIDE_AFTER_BYTES, Cipher, DeliveryStatus, NewDelivery, Premise,
     Recorded, RegistryError, Store,
@@ -353,21 +353,6 @@ fn hashed(key: &str, hash: &str) -> NewDelivery {
     NewDelivery {
         replay_key: Some(hash.to_owned()),
         ..delivery(key, DeliveryStatus::Failed)
-    }
-}
-
-fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
-    NewDelivery {
-        connection_id: "gh".to_owned(),
-        platform: Platform::Github,
-        delivery_key: key.to_owned(),
-        event: "repository.renamed".to_owned(),
-        headers: vec![("x-github-event".to_owned(), "repository".to_owned())],
-        body: br#"{"action":"renamed"}"#.to_vec(),
-        verification: "hmac-sha256".to_owned(),
-        status,
-        error: None,
-        replay_key: None,
     }
 }
 

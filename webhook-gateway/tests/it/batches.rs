@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use cmcp_domain::Platform;
-use cmcp_registry::testing::{TestDb, cipher, job_of_each_delivery};
+use cmcp_registry::testing::{TestDb, cipher, delivery, job_of_each_delivery};
 use cmcp_registry::{Accepted, DeliveryStatus, NewDelivery, Premise, Recorded};
 
 use crate::hooks::ready;
@@ -198,19 +198,20 @@ async fn a_writers_batch_that_meets_a_stored_key_is_written_again_then_the_next_
         Accepted::Recorded(Recorded::Stored { id, job_id }) => (id.clone(), job_id.clone()),
         other => panic!("not stored: {other:?}"),
     };
-    let first = delivery("first", DeliveryStatus::Received);
-    let out = writer.record(&[(&first, None)]).await.unwrap();
+    // The writer's outcomes for a batch of new (received) deliveries keyed so.
+    let record = async |writer: &mut cmcp_registry::DeliveryWriter, keys: &[&str]| {
+        let batch: Vec<_> = keys
+            .iter()
+            .map(|k| delivery(k, DeliveryStatus::Received))
+            .collect();
+        let items: Vec<_> = batch.iter().map(|d| (d, None)).collect();
+        writer.record(&items).await.unwrap()
+    };
+    let out = record(&mut writer, &["first"]).await;
     let (first_id, _) = stored_id(&out[0]);
     assert_eq!(writer.written_again(), 0, "nothing stored to meet");
 
-    let (second, first_again) = (
-        delivery("second", DeliveryStatus::Received),
-        delivery("first", DeliveryStatus::Received),
-    );
-    let out = writer
-        .record(&[(&second, None), (&first_again, None)])
-        .await
-        .unwrap();
+    let out = record(&mut writer, &["second", "first"]).await;
     let (second_id, second_job) = stored_id(&out[0]);
     assert_eq!(
         out[1],
@@ -228,14 +229,7 @@ async fn a_writers_batch_that_meets_a_stored_key_is_written_again_then_the_next_
         .collect();
     assert_eq!(named, [[second_id.clone()].as_slice()], "{jobs:?}");
 
-    let (third, second_again) = (
-        delivery("third", DeliveryStatus::Received),
-        delivery("second", DeliveryStatus::Received),
-    );
-    let out = writer
-        .record(&[(&third, None), (&second_again, None)])
-        .await
-        .unwrap();
+    let out = record(&mut writer, &["third", "second"]).await;
     stored_id(&out[0]);
     assert_eq!(
         out[1],
@@ -247,19 +241,4 @@ async fn a_writers_batch_that_meets_a_stored_key_is_written_again_then_the_next_
         "written with the clause from the start"
     );
     assert_eq!(s.list_deliveries("gh").await.unwrap().len(), 3);
-}
-
-fn delivery(key: &str, status: DeliveryStatus) -> NewDelivery {
-    NewDelivery {
-        connection_id: "gh".into(),
-        platform: Platform::Github,
-        delivery_key: key.into(),
-        event: "repository.renamed".into(),
-        headers: vec![("x-github-event".into(), "repository".into())],
-        body: format!("{{\"key\":\"{key}\"}}").into_bytes(),
-        verification: "hmac-sha256".into(),
-        status,
-        error: None,
-        replay_key: None,
-    }
 }

@@ -820,22 +820,20 @@ impl DeliveryWriter {
         let wary = self
             .met_stored_copy
             .is_some_and(|at| at.elapsed() < STORED_COPIES_WARY_FOR);
-        let mut met = false;
-        let written = if together.iter().all(|&alone| alone) {
+        let (written, met) = if together.iter().all(|&alone| alone) {
             // One statement: its own implicit transaction.
-            if wary {
-                pg_statements(conn, &prepared, &together).await
+            let all: Vec<&Prepared<'_>> = prepared.iter().collect();
+            let first = if wary {
+                pg_batch::Conflicts::Skipped
             } else {
-                let all: Vec<&Prepared<'_>> = prepared.iter().collect();
-                pg_batch::pg_many_first_try(conn, &all)
-                    .await
-                    .map(|(out, again)| {
-                        met = again;
-                        out
-                    })
+                pg_batch::Conflicts::Fail
+            };
+            match pg_batch::pg_many_first_try(conn, &all, first).await {
+                Ok((out, met)) => (Ok(out), met),
+                Err(e) => (Err(e), false),
             }
         } else {
-            pg_in_transaction(conn, &prepared, &together).await
+            (pg_in_transaction(conn, &prepared, &together).await, false)
         };
         *used = Instant::now();
         if met {

@@ -114,22 +114,25 @@ static STATEMENTS: std::sync::LazyLock<[[String; 2]; 2]> = std::sync::LazyLock::
 /// The unique index on a delivery's key, as a violation names it.
 const KEY_INDEX: &str = "webhook_deliveries_key";
 
-/// The writer's first try at a batch (its own statement, in its own
-/// implicit transaction): the statement that fails on a stored copy of a
-/// key ([`Conflicts::Fail`]), then, when it did, the one that skips it.
-/// The failed statement wrote nothing. `Ok((outcomes, true))` says the
-/// batch met a stored copy: a platform redelivering, or a retry of a
-/// delivery answered too late. Never inside a transaction of the caller's:
-/// the failure would abort it.
+/// The writer's try at a batch (its own statement, in its own implicit
+/// transaction) with `first` as its statement's [`Conflicts`]; when that is
+/// [`Conflicts::Fail`] and the batch met a stored copy of a key, written
+/// again with [`Conflicts::Skipped`] (the failed statement wrote nothing).
+/// `Ok((outcomes, true))` says it was written twice: a platform
+/// redelivering, or a retry of a delivery answered too late. Never inside
+/// a transaction of the caller's: the failure would abort it.
 pub(super) async fn pg_many_first_try<'a>(
     conn: &mut PgConnection,
     batch: &[&'a Prepared<'a>],
+    first: Conflicts,
 ) -> Result<(Vec<Accepted>, bool)> {
-    match pg_statement(conn, batch, Conflicts::Fail).await {
+    match pg_statement(conn, batch, first).await {
         Ok(out) => Ok((out, false)),
         // A unique violation comes back as `AlreadyExists`, named by its
         // index.
-        Err(RegistryError::AlreadyExists { what }) if what == KEY_INDEX => {
+        Err(RegistryError::AlreadyExists { what })
+            if first == Conflicts::Fail && what == KEY_INDEX =>
+        {
             Ok((pg_many(conn, batch).await?, true))
         }
         Err(e) => Err(e),
