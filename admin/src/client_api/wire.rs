@@ -213,7 +213,8 @@ pub struct ChangeView {
     pub kind: String,
     pub address: String,
     /// Kind-specific facts: the alias (`alias_kind`, `value`, `raw`), the
-    /// new `state`, owner sides `from`/`to`, the `place_id`.
+    /// new `state`, owner sides `from`/`to`, the `place_id`; a new space's
+    /// `status`, `display_name` and the `aliases` it was created with.
     #[schema(value_type = Object)]
     pub detail: serde_json::Value,
 }

@@ -84,7 +84,9 @@ pub struct ChangeRow {
     pub kind: ChangeKind,
     pub address: SpaceAddress,
     /// Kind-specific facts: the alias (`alias_kind`, `value`, `raw`), the
-    /// new `state`, the owner sides `from`/`to`, the `place_id`.
+    /// new `state`, the owner sides `from`/`to`, the `place_id`; a new
+    /// space's `status`, `display_name` and the `aliases` it was created
+    /// with (its aliases have no `alias-added` row of their own).
     pub detail: serde_json::Value,
     #[serde(skip)]
     pub owner: Owner,

@@ -125,8 +125,8 @@ impl Store {
                 .await?
                 .rows_affected(),
                 Store::Postgres(pool) => sqlx::query(
-                    "DELETE FROM space_changes WHERE id IN \
-                     (SELECT id FROM space_changes WHERE (tx, id) <= ($1, $2) ORDER BY tx, id LIMIT $3)",
+                    "DELETE FROM space_changes WHERE (tx, id) IN \
+                     (SELECT tx, id FROM space_changes WHERE (tx, id) <= ($1, $2) ORDER BY tx, id LIMIT $3)",
                 )
                 .bind(tx)
                 .bind(id)

@@ -438,6 +438,32 @@ impl Store {
                 }
             }
 
+            // A new space's aliases are written before the space, so the
+            // change feed's `space-created` row lists them and they get no
+            // row each (see 20261207200000). SQLite checks the aliases' key
+            // to their space at commit instead (it resets at the commit).
+            if matches!(backend, Backend::Sqlite) && !creates.is_empty() {
+                sqlx::query("PRAGMA defer_foreign_keys = ON").execute(&mut *tx).await?;
+            }
+            // Retire before adding: a value can come back (renamed back and
+            // forth), and only one active row per value may exist.
+            for chunk in retire_ids.chunks(CHUNK * 4) {
+                let sql = format!("UPDATE aliases SET valid_to = {} WHERE valid_to IS NULL AND id IN ({})", marks(backend, 1, 1), marks(backend, 2, chunk.len()));
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+                for id in chunk {
+                    q = q.bind(*id);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            for chunk in new_aliases.chunks(CHUNK * 2) {
+                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", marks(backend, 1 + i * 5, 5))).collect();
+                let sql = format!("INSERT INTO aliases (space_address, kind, value, raw, valid_from) VALUES {}", rows.join(", "));
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for (address, a) in chunk {
+                    q = q.bind(address.to_string()).bind(a.kind.as_str()).bind(&a.value).bind(&a.raw).bind(now);
+                }
+                q.execute(&mut *tx).await?;
+            }
             for chunk in creates.chunks(CHUNK) {
                 let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({}, 'active', {})", marks(backend, 1 + i * 13, 11), marks(backend, 12 + i * 13, 2))).collect();
                 let sql = format!(
@@ -460,25 +486,6 @@ impl Store {
                         .bind(r.state.visibility.map(|v| v.as_str()))
                         .bind(now)
                         .bind(now);
-                }
-                q.execute(&mut *tx).await?;
-            }
-            // Retire before adding: a value can come back (renamed back and
-            // forth), and only one active row per value may exist.
-            for chunk in retire_ids.chunks(CHUNK * 4) {
-                let sql = format!("UPDATE aliases SET valid_to = {} WHERE valid_to IS NULL AND id IN ({})", marks(backend, 1, 1), marks(backend, 2, chunk.len()));
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
-                for id in chunk {
-                    q = q.bind(*id);
-                }
-                q.execute(&mut *tx).await?;
-            }
-            for chunk in new_aliases.chunks(CHUNK * 2) {
-                let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", marks(backend, 1 + i * 5, 5))).collect();
-                let sql = format!("INSERT INTO aliases (space_address, kind, value, raw, valid_from) VALUES {}", rows.join(", "));
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for (address, a) in chunk {
-                    q = q.bind(address.to_string()).bind(a.kind.as_str()).bind(&a.value).bind(&a.raw).bind(now);
                 }
                 q.execute(&mut *tx).await?;
             }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use cmcp_domain::Owner;
+use cmcp_domain::{Owner, SpaceAddress};
 use cmcp_registry::testing::{TestDb, settle_changes};
 use cmcp_registry::{ChangeKind, ChangeRow, Cursor, Store, Viewer};
 
@@ -13,6 +13,7 @@ use crate::support::{add_connection, addr, repo};
 
 both_backends!(
     every_write_appears_once_with_its_kind,
+    every_alias_is_in_the_feed_once_in_its_new_spaces_row_or_its_own,
     changes_a_caller_may_not_see_are_filtered_but_the_cursor_moves_alike,
     a_reader_polling_while_writers_commit_out_of_order_sees_every_change_once,
     an_older_open_transaction_holds_the_feed_back_until_it_commits,
@@ -52,6 +53,27 @@ fn kinds(rows: &[ChangeRow]) -> BTreeMap<(ChangeKind, String), usize> {
     m
 }
 
+/// The aliases a `space-created` row lists, as (kind, value, raw).
+fn listed_aliases(row: &ChangeRow) -> Vec<(String, String, String)> {
+    let field = |a: &serde_json::Value, k: &str| a[k].as_str().unwrap_or_default().to_owned();
+    row.detail["aliases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no aliases in {row:?}"))
+        .iter()
+        .map(|a| (field(a, "alias_kind"), field(a, "value"), field(a, "raw")))
+        .collect()
+}
+
+/// The space's active aliases in the order they were added.
+async fn stored_aliases(s: &Store, address: &SpaceAddress) -> Vec<(String, String, String)> {
+    let mut rows = s.alias_history(address).await.unwrap();
+    rows.retain(|a| a.is_active());
+    rows.sort_by_key(|a| a.id);
+    rows.into_iter()
+        .map(|a| (a.kind.as_str().to_owned(), a.value, a.raw))
+        .collect()
+}
+
 async fn every_write_appears_once_with_its_kind(db: TestDb) {
     let s = &db.store;
     add_connection(s, "gh", Owner::Company).await;
@@ -60,15 +82,16 @@ async fn every_write_appears_once_with_its_kind(db: TestDb) {
         .await
         .unwrap();
     let (created, c1) = drain(s, start, None).await;
-    let k = kinds(&created);
-    assert_eq!(k.get(&(ChangeKind::SpaceCreated, String::new())), Some(&1));
-    // Name, full name, web URL, host id, and the two remote spellings as one.
+    // One row: the new space with its aliases (name, full name, web URL,
+    // host id, and the two remote spellings as one), none of its own.
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0].kind, ChangeKind::SpaceCreated);
+    assert_eq!(created[0].address, addr(1));
     assert_eq!(
-        k.get(&(ChangeKind::AliasAdded, String::new())),
-        Some(&5),
-        "{k:?}"
+        listed_aliases(&created[0]),
+        stored_aliases(s, &addr(1)).await
     );
-    assert!(created.iter().all(|c| c.address == addr(1)));
+    assert_eq!(listed_aliases(&created[0]).len(), 5);
     // Unchanged re-reading writes nothing to the feed.
     s.apply_page("gh", &Owner::Company, &[repo(1, "acme", "api")])
         .await
@@ -124,6 +147,70 @@ async fn every_write_appears_once_with_its_kind(db: TestDb) {
     // Cursors strictly increase: nothing twice.
     let (all, _) = drain(s, Cursor::default(), None).await;
     assert!(all.windows(2).all(|w| w[0].cursor < w[1].cursor));
+}
+
+/// A new space's aliases are in its `space-created` row; an alias added to
+/// a space that was already there is a row of its own, also when both
+/// happen in one page. Every alias ever added is in the feed exactly once.
+async fn every_alias_is_in_the_feed_once_in_its_new_spaces_row_or_its_own(db: TestDb) {
+    let s = &db.store;
+    add_connection(s, "gh", Owner::Company).await;
+    s.apply_page("gh", &Owner::Company, &[repo(1, "acme", "api")])
+        .await
+        .unwrap();
+    let (_, c1) = drain(s, Cursor::default(), None).await;
+    // One page: repository 1 renamed, repository 2 new.
+    s.apply_page(
+        "gh",
+        &Owner::Company,
+        &[repo(1, "acme", "api2"), repo(2, "acme", "web")],
+    )
+    .await
+    .unwrap();
+    let (page, _) = drain(s, c1, None).await;
+    let created: Vec<&ChangeRow> = page
+        .iter()
+        .filter(|c| c.kind == ChangeKind::SpaceCreated)
+        .collect();
+    assert_eq!(created.len(), 1, "{page:?}");
+    assert_eq!(created[0].address, addr(2));
+    assert_eq!(
+        listed_aliases(created[0]),
+        stored_aliases(s, &addr(2)).await
+    );
+    let added: Vec<&ChangeRow> = page
+        .iter()
+        .filter(|c| c.kind == ChangeKind::AliasAdded)
+        .collect();
+    assert_eq!(added.len(), 4, "the new names and URLs of 1: {page:?}");
+    assert!(added.iter().all(|c| c.address == addr(1)), "{page:?}");
+
+    let (all, _) = drain(s, Cursor::default(), None).await;
+    let mut in_feed: Vec<(String, String, String)> = Vec::new();
+    for c in &all {
+        match c.kind {
+            ChangeKind::SpaceCreated => in_feed.extend(
+                listed_aliases(c)
+                    .into_iter()
+                    .map(|(kind, value, _)| (c.address.to_string(), kind, value)),
+            ),
+            ChangeKind::AliasAdded => in_feed.push((
+                c.address.to_string(),
+                c.detail["alias_kind"].as_str().unwrap().to_owned(),
+                c.detail["value"].as_str().unwrap().to_owned(),
+            )),
+            _ => {}
+        }
+    }
+    let mut stored = Vec::new();
+    for a in [addr(1), addr(2)] {
+        for row in s.alias_history(&a).await.unwrap() {
+            stored.push((a.to_string(), row.kind.as_str().to_owned(), row.value));
+        }
+    }
+    in_feed.sort();
+    stored.sort();
+    assert_eq!(in_feed, stored);
 }
 
 async fn changes_a_caller_may_not_see_are_filtered_but_the_cursor_moves_alike(db: TestDb) {
@@ -291,7 +378,7 @@ async fn a_pruned_feed_refuses_older_cursors_and_diffs_them_whole(db: TestDb) {
     .await
     .unwrap();
     let (old, through) = drain(s, Cursor::default(), None).await;
-    assert!(old.len() > 2, "{old:?}");
+    assert_eq!(old.len(), 2, "a row a new space: {old:?}");
     let early = old[0].cursor;
     let version = s.manifest("alice", None, 1_000).await.unwrap().version;
     assert_eq!(version, through);

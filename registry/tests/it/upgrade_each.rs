@@ -204,6 +204,12 @@ const SEEDS: &[(i64, &str)] = &[
         "INSERT INTO aliases (space_address, kind, value, raw, valid_from, valid_to) \
            VALUES ('space:github-repo:github.com/11', 'node-id', 'R_11', 'R_11', 9800, NULL)",
     ),
+    (
+        20261207200000,
+        "INSERT INTO space_changes (kind, space_address, owner, detail, at) \
+           VALUES ('alias-added', 'space:github-repo:github.com/11', 'company', \
+                   '{\"alias_kind\":\"node-id\",\"value\":\"R_11\",\"raw\":\"R_11\"}', 9900)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug)]
