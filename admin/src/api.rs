@@ -221,8 +221,12 @@ async fn put_places(
     let figures = st.store.put_places(&places, &caller.actor()).await?;
     let proposals = cmcp_matching::refresh_proposals(&st.store, &st.matching).await?;
     // Who belongs where decides link or request to join.
-    cmcp_matching::refresh_all_suggestions(&st.store).await?;
-    Ok(Json(PutPlacesResponse::new(figures, proposals)))
+    let suggestions = cmcp_matching::refresh_all_suggestions(&st.store).await?;
+    Ok(Json(PutPlacesResponse::new(
+        figures,
+        proposals,
+        &suggestions,
+    )))
 }
 
 /// Connections with their status, risks, last run and rate budget: the

@@ -22,8 +22,8 @@ pub use ladder::{
 };
 pub use refresh::{load_input, place_of, refresh_proposals, spaces_from_rows, to_new_proposal};
 pub use suggest::{
-    input_near, people_reached, private_spaces, refresh_all_suggestions, refresh_suggestions,
-    refresh_suggestions_after_decision,
+    EveryoneRefreshed, input_near, people_reached, private_spaces, refresh_all_suggestions,
+    refresh_suggestions, refresh_suggestions_after_decision,
 };
 
 #[derive(Debug, thiserror::Error)]

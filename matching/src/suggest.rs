@@ -208,18 +208,40 @@ async fn round_stored(store: &Store, person: &str) -> Result<SuggestionFigures> 
     Ok(figures)
 }
 
+/// What [`refresh_all_suggestions`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EveryoneRefreshed {
+    /// People whose suggestions were refreshed.
+    pub refreshed: u64,
+    /// People whose refresh failed, each logged with its error. Nothing of
+    /// theirs changed; their next sync (or the next import) refreshes
+    /// them.
+    pub failed: Vec<String>,
+}
+
 /// [`refresh_suggestions`] for everyone with a private space (after an
 /// import of places changed who belongs where), one person at a time: the
 /// whole costs what the people have, and memory stays that of one
 /// person's round. (One read of the whole registry for everyone held the
 /// organisation in memory at once, and each person's round then went
 /// through every company space again.)
-pub async fn refresh_all_suggestions(store: &Store) -> Result<u64> {
+///
+/// One person's failure does not stop the others (it stopped every person
+/// after them, import after import, while it lasted); it is logged and
+/// named in the result. An error is only the list of people not read.
+pub async fn refresh_all_suggestions(store: &Store) -> Result<EveryoneRefreshed> {
     let people = store.people_with_private_spaces().await?;
-    for person in &people {
-        refresh_suggestions(store, person).await?;
+    let mut done = EveryoneRefreshed::default();
+    for person in people {
+        match refresh_suggestions(store, &person).await {
+            Ok(_) => done.refreshed += 1,
+            Err(error) => {
+                tracing::warn!(%error, %person, "could not refresh a person's suggestions; the others go on");
+                done.failed.push(person);
+            }
+        }
     }
-    Ok(people.len() as u64)
+    Ok(done)
 }
 
 /// After ADMIN decisions changed the mappings of `containers`, refresh the

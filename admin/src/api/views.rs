@@ -127,15 +127,32 @@ pub struct ProposalFiguresView {
     pub unchanged: u64,
 }
 
+/// What refreshing the people's suggestions after an import did: who
+/// belongs where decides a link or a request to join.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuggestionFiguresView {
+    /// People whose suggestions were refreshed.
+    pub refreshed: u64,
+    /// People whose refresh failed (the server's log names them and says
+    /// why); theirs are refreshed at their next sync, or by loading the
+    /// places again.
+    pub failed: u64,
+}
+
 /// `PUT /v1/places`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PutPlacesResponse {
     pub places: PlaceFiguresView,
     pub proposals: ProposalFiguresView,
+    pub suggestions: SuggestionFiguresView,
 }
 
 impl PutPlacesResponse {
-    pub fn new(p: PlaceFigures, q: ProposalFigures) -> PutPlacesResponse {
+    pub fn new(
+        p: PlaceFigures,
+        q: ProposalFigures,
+        s: &cmcp_matching::EveryoneRefreshed,
+    ) -> PutPlacesResponse {
         PutPlacesResponse {
             places: PlaceFiguresView {
                 created: p.created,
@@ -147,6 +164,10 @@ impl PutPlacesResponse {
                 proposed: q.proposed,
                 superseded: q.superseded,
                 unchanged: q.unchanged,
+            },
+            suggestions: SuggestionFiguresView {
+                refreshed: s.refreshed,
+                failed: s.failed.len() as u64,
             },
         }
     }

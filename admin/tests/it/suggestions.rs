@@ -19,6 +19,7 @@ both_backends!(
     suggestions_are_the_persons_alone_and_answers_are_audited,
     requests_reach_the_admins_alone,
     an_admins_decision_reaches_the_persons_suggestions_at_once,
+    an_import_refreshes_everyone_when_one_persons_refresh_fails,
 );
 
 /// The company's Payments project (proposed for place `pay`) with its
@@ -452,4 +453,152 @@ async fn an_admins_decision_reaches_the_persons_suggestions_at_once(db: TestDb) 
         open(store.list_suggestions("alice").await.unwrap()).is_empty(),
         "the undo took the suggestion away"
     );
+}
+
+/// Makes every write of `person`'s suggestions fail in the store itself (a
+/// trigger), as a constraint or a broken row of theirs would.
+async fn fail_suggestion_writes_of(store: &Store, person: &str) {
+    let sql = match store {
+        Store::Postgres(_) => format!(
+            "CREATE FUNCTION refuse_suggestions() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               IF NEW.person = '{person}' THEN RAISE EXCEPTION 'no suggestions for {person}'; END IF; \
+               RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_suggestions BEFORE INSERT OR UPDATE ON suggestions \
+               FOR EACH ROW EXECUTE FUNCTION refuse_suggestions()"
+        ),
+        Store::Sqlite(_) => ["INSERT", "UPDATE"]
+            .map(|op| {
+                format!(
+                    "CREATE TRIGGER refuse_suggestions_{op} BEFORE {op} ON suggestions \
+                     WHEN NEW.person = '{person}' \
+                     BEGIN SELECT RAISE(ABORT, 'no suggestions for {person}'); END;"
+                )
+            })
+            .join(" "),
+    };
+    run_sql(store, &sql).await;
+}
+
+async fn allow_suggestion_writes(store: &Store) {
+    let sql = match store {
+        Store::Postgres(_) => {
+            "DROP TRIGGER refuse_suggestions ON suggestions; DROP FUNCTION refuse_suggestions()"
+        }
+        Store::Sqlite(_) => {
+            "DROP TRIGGER refuse_suggestions_INSERT; DROP TRIGGER refuse_suggestions_UPDATE"
+        }
+    };
+    run_sql(store, sql).await;
+}
+
+async fn run_sql(store: &Store, sql: &str) {
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    match store {
+        Store::Postgres(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+        Store::Sqlite(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+    }
+    .unwrap();
+}
+
+/// The kinds of `person`'s suggestions, as the API lists them.
+async fn kinds(srv: &Server, person: &str, key: &str) -> Vec<(String, String)> {
+    let (status, list) = call(
+        srv,
+        Method::GET,
+        &format!("/v1/people/{person}/suggestions"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["kind"].as_str().unwrap().to_owned(),
+                s["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Loading the places refreshes everyone's suggestions one person at a
+/// time: a person whose refresh fails is counted in the answer (and
+/// logged), and the people after them are refreshed all the same. The
+/// places and proposals are loaded either way.
+async fn an_import_refreshes_everyone_when_one_persons_refresh_fails(db: TestDb) {
+    seed(&db.store).await;
+    // Bob mirrors the same company repo as alice, from his own connection.
+    let bob_owner = Owner::Person("bob".into());
+    connection_of(&db.store, "bb-bob", bob_owner.clone()).await;
+    let pay = project(1, "PAY", "Payments");
+    let mirror = SpaceRecord {
+        container: None,
+        ..repo(
+            4,
+            &pay,
+            "billing-copy",
+            "git@bitbucket.org:acme/billing.git",
+        )
+    };
+    db.store
+        .apply_page("bb-bob", &bob_owner, &[mirror])
+        .await
+        .unwrap();
+    cmcp_matching::refresh_suggestions(&db.store, "bob")
+        .await
+        .unwrap();
+    let srv = serve(&db).await;
+    let (alice, bob, admin) = (
+        member(&db.store, "alice").await,
+        member(&db.store, "bob").await,
+        admin(&db.store).await,
+    );
+    let doc = call(&srv, Method::GET, "/v1/openapi.json", &alice, None)
+        .await
+        .1;
+    let join = vec![("request-to-join".to_owned(), "open".to_owned())];
+    let link = vec![("link".to_owned(), "open".to_owned())];
+    assert_eq!(kinds(&srv, "alice", &alice).await, join);
+    assert_eq!(kinds(&srv, "bob", &bob).await, join);
+
+    // Both join the place; alice's suggestions cannot be written.
+    fail_suggestion_writes_of(&db.store, "alice").await;
+    let places = json!([{"id": "pay", "kind": "project", "name": "Payments", "key": "PAY", "members": ["alice", "bob"]}]);
+    let put = (Method::PUT, "/v1/places");
+    let (status, body) = checked(
+        &srv,
+        &doc,
+        put.clone(),
+        "/v1/places",
+        &admin,
+        Some(places.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["suggestions"],
+        json!({"refreshed": 1, "failed": 1}),
+        "{body}"
+    );
+    assert_eq!(kinds(&srv, "bob", &bob).await, link, "bob, after alice");
+    assert_eq!(
+        kinds(&srv, "alice", &alice).await,
+        join,
+        "alice's untouched"
+    );
+    let members = db.store.places_of("bob").await.unwrap();
+    assert!(
+        members.contains("pay"),
+        "the places are loaded: {members:?}"
+    );
+
+    // Once alice's can be written, loading the places again mends hers.
+    allow_suggestion_writes(&db.store).await;
+    let (status, body) = checked(&srv, &doc, put, "/v1/places", &admin, Some(places)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["suggestions"], json!({"refreshed": 2, "failed": 0}));
+    assert_eq!(kinds(&srv, "alice", &alice).await, link);
+    assert_eq!(kinds(&srv, "bob", &bob).await, link);
 }

@@ -30,11 +30,18 @@ async fn import(app: &App, file: &Path, json: bool) -> Result<()> {
     let proposals =
         cmcp_matching::refresh_proposals(&app.store, &cmcp_matching::Settings::default()).await?;
     // Who belongs where decides link or request to join.
-    cmcp_matching::refresh_all_suggestions(&app.store).await?;
+    let suggestions = cmcp_matching::refresh_all_suggestions(&app.store).await?;
     if json {
         println!(
             "{}",
-            serde_json::json!({ "places": figures, "proposals": proposals })
+            serde_json::json!({
+                "places": figures,
+                "proposals": proposals,
+                "suggestions": {
+                    "refreshed": suggestions.refreshed,
+                    "failed": suggestions.failed,
+                },
+            })
         );
     } else {
         println!(
@@ -44,6 +51,20 @@ async fn import(app: &App, file: &Path, json: bool) -> Result<()> {
         println!(
             "proposals: {} new, {} superseded, {} unchanged",
             proposals.proposed, proposals.superseded, proposals.unchanged
+        );
+        println!(
+            "suggestions: {} people refreshed, {} failed",
+            suggestions.refreshed,
+            suggestions.failed.len()
+        );
+    }
+    // The places are loaded either way; a script still learns that some
+    // people's suggestions were not refreshed (the log says why).
+    if !suggestions.failed.is_empty() {
+        anyhow::bail!(
+            "the places are loaded, but the suggestions of {} could not be refreshed (see the log); \
+             their next sync refreshes them, or import again",
+            suggestions.failed.join(", ")
         );
     }
     Ok(())
