@@ -913,3 +913,101 @@ async fn people_link_github_checks_the_token_shows_its_risk_and_unlinks() {
     let out = run(args(&["people", "accounts", "alice"])).await.unwrap();
     assert!(!text(&out).0.contains("gh-alice-alice"));
 }
+
+/// `places import` loads the places and refreshes everyone's suggestions;
+/// a person whose refresh fails (here a broken row of theirs in the store)
+/// is named on stderr and makes the exit status non-zero, yet the places
+/// are loaded and the people after them are refreshed.
+#[tokio::test]
+async fn places_import_names_the_people_whose_suggestions_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("places.json"),
+        r#"[{"id": "pay", "kind": "project", "name": "Payments", "key": "PAY", "members": ["bob"]}]"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("token"), "ghp_x\n").unwrap();
+    for person in ["alice", "bob"] {
+        let id = format!("gh-{person}");
+        let out = cli(
+            dir.path(),
+            &[
+                "connection",
+                "add",
+                "github",
+                "--org",
+                "acme",
+                "--token-file",
+                "token",
+                "--id",
+                &id,
+                "--person",
+                person,
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out).1);
+    }
+    // Each person has a private space, and alice an open suggestion that
+    // her next round withdraws (deletes); the store refuses that write (a
+    // trigger, as a constraint or a broken row of hers would).
+    let file = dir.path().join(".cmcp-discovery/cmcp-discovery.db");
+    let store = cmcp_registry::Store::connect(
+        &format!("sqlite:{}", file.display()),
+        &cmcp_registry::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let cmcp_registry::Store::Sqlite(pool) = &store else {
+        unreachable!()
+    };
+    for (person, n) in [("alice", 1), ("bob", 2)] {
+        sqlx::query(
+            "INSERT INTO spaces (address, kind, tenant, stable_id, connection_id, owner, \
+             display_name, status, first_seen_at, last_changed_at) \
+             VALUES ($1, 'github-repo', 'github.com', $2, $3, $4, $5, 'active', 0, 0)",
+        )
+        .bind(format!("space:github-repo:github.com/{n}"))
+        .bind(n.to_string())
+        .bind(format!("gh-{person}"))
+        .bind(format!("person:{person}"))
+        .bind(format!("{person}/notes"))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    sqlx::raw_sql(
+        "INSERT INTO suggestions (person, space_address, target, kind, evidence_json, \
+           evidence_text, confidence, evidence_hash, state, created_at, updated_at) \
+         VALUES ('alice', 'space:github-repo:github.com/1', 'place:gone', 'link', '[]', '', \
+           50, 'h', 'open', 0, 0); \
+         CREATE TRIGGER refuse_alice BEFORE DELETE ON suggestions WHEN OLD.person = 'alice' \
+         BEGIN SELECT RAISE(ABORT, 'no suggestions for alice'); END;",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    store.close().await;
+
+    let out = cli(dir.path(), &["places", "import", "places.json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("places: 1 created"),
+        "the places are loaded: {stdout}"
+    );
+    assert!(
+        stdout.contains("suggestions: 1 people refreshed, 1 failed"),
+        "{stdout}"
+    );
+    let error = stderr
+        .lines()
+        .find(|l| l.contains("the places are loaded"))
+        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!(
+        error.contains("alice") && !error.contains("bob"),
+        "only alice's failed: {error}"
+    );
+
+    let out = cli(dir.path(), &["places", "list"]);
+    assert!(text(&out).0.contains("Payments"));
+}
