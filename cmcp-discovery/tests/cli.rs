@@ -1010,4 +1010,19 @@ async fn places_import_names_the_people_whose_suggestions_failed() {
 
     let out = cli(dir.path(), &["places", "list"]);
     assert!(text(&out).0.contains("Payments"));
+
+    // `--json` counts them as `PUT /v1/places` answers; the error names them.
+    let out = cli(dir.path(), &["places", "import", "--json", "places.json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    let answer: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        answer["suggestions"],
+        serde_json::json!({"refreshed": 1, "failed": 1}),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("suggestions of alice could not"),
+        "{stderr}"
+    );
 }

@@ -230,18 +230,16 @@ pub struct EveryoneRefreshed {
 /// after them, import after import, while it lasted); it is logged and
 /// named in the result. An error is only the list of people not read.
 pub async fn refresh_all_suggestions(store: &Store) -> Result<EveryoneRefreshed> {
-    let people = store.people_with_private_spaces().await?;
-    let mut done = EveryoneRefreshed::default();
-    for person in people {
-        match refresh_suggestions(store, &person).await {
-            Ok(_) => done.refreshed += 1,
-            Err(error) => {
-                tracing::warn!(%error, %person, "could not refresh a person's suggestions; the others go on");
-                done.failed.push(person);
-            }
-        }
-    }
-    Ok(done)
+    let people: BTreeSet<String> = store
+        .people_with_private_spaces()
+        .await?
+        .into_iter()
+        .collect();
+    let failed = refresh_each(store, &people).await;
+    Ok(EveryoneRefreshed {
+        refreshed: (people.len() - failed.len()) as u64,
+        failed,
+    })
 }
 
 /// After ADMIN decisions changed the mappings of `containers`, refresh the
@@ -264,15 +262,18 @@ pub async fn refresh_suggestions_after_decision(
     Ok(people)
 }
 
-/// [`refresh_suggestions`] for each of `people` (reached by a change of the
-/// company's): a person's failure is logged and the others go on; that
-/// person's next round corrects theirs.
-pub(crate) async fn refresh_each(store: &Store, people: &BTreeSet<String>) {
+/// [`refresh_suggestions`] for each of `people`: a person's failure is
+/// logged and the others go on; returns those that failed. That person's
+/// next round corrects theirs.
+pub(crate) async fn refresh_each(store: &Store, people: &BTreeSet<String>) -> Vec<String> {
+    let mut failed = Vec::new();
     for person in people {
         if let Err(error) = refresh_suggestions(store, person).await {
-            tracing::warn!(%error, "could not refresh the suggestions of a person a company change reached");
+            tracing::warn!(%error, %person, "could not refresh a person's suggestions; the others go on");
+            failed.push(person.clone());
         }
     }
+    failed
 }
 
 /// The people whose suggestions a change of the company spaces at

@@ -37,9 +37,10 @@ async fn import(app: &App, file: &Path, json: bool) -> Result<()> {
             serde_json::json!({
                 "places": figures,
                 "proposals": proposals,
+                // As `PUT /v1/places` answers; the error below names them.
                 "suggestions": {
                     "refreshed": suggestions.refreshed,
-                    "failed": suggestions.failed,
+                    "failed": suggestions.failed.len(),
                 },
             })
         );
